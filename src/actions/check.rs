@@ -1,0 +1,46 @@
+//! `check_subscription_change`: resolves an outcome left unknown (the command was sent
+//! and no answer came) by asking the service about the same request key. Never sends a
+//! command.
+
+use futures_util::future::BoxFuture;
+
+use super::{outcome_events, Action, ActionCall, ActionError, Dispatcher, Subscriptions};
+use crate::consent::identity::account;
+use crate::consent::{Outcome, Reason};
+use crate::protocol::OutEvent;
+
+pub struct CheckSubscriptionChange(pub Subscriptions);
+
+impl Action for CheckSubscriptionChange {
+    fn name(&self) -> &'static str {
+        "check_subscription_change"
+    }
+
+    fn run<'a>(
+        &'a self,
+        call: ActionCall<'a>,
+        dispatcher: &'a mut Dispatcher,
+    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
+        Box::pin(async move {
+            let guard = &self.0.guard;
+            let tracker = call.tracker;
+            let outcome = match account(tracker, &guard.config.identity) {
+                None => Outcome::denied(),
+                Some(account) => {
+                    let op = guard
+                        .store
+                        .latest_for_sender(&tracker.sender_id)
+                        .await
+                        .map_err(ActionError::failed)?
+                        .filter(|op| op.account == account);
+                    match op {
+                        Some(op) => guard.reconcile(&op).await.map_err(ActionError::failed)?,
+                        None => Outcome::blocked(Reason::NotSelected),
+                    }
+                }
+            };
+            self.0.audit("check_subscription_change", tracker, &outcome, None).await?;
+            Ok(outcome_events(&outcome, dispatcher))
+        })
+    }
+}

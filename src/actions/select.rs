@@ -1,0 +1,96 @@
+//! `select_subscription_change`: asks the service what the requested change would do
+//! now, and writes its terms into the change memory. The model says only which
+//! subscription and which change; every term comes from the service.
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::{outcome_events, Action, ActionCall, ActionError, Dispatcher, Subscriptions};
+use crate::consent::current_terms;
+use crate::consent::identity::account;
+use crate::consent::{Outcome, Reason, Status, Terms};
+use crate::conversation::CHANGE_MEMORY;
+use crate::protocol::OutEvent;
+
+pub struct SelectSubscriptionChange(pub Subscriptions);
+
+impl Action for SelectSubscriptionChange {
+    fn name(&self) -> &'static str {
+        "select_subscription_change"
+    }
+
+    fn run<'a>(
+        &'a self,
+        call: ActionCall<'a>,
+        dispatcher: &'a mut Dispatcher,
+    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
+        Box::pin(async move {
+            let tracker = call.tracker;
+            let (outcome, terms) = self.select(call).await;
+            self.0
+                .audit("select_subscription_change", tracker, &outcome, terms.as_ref().map(|(t, _)| t))
+                .await?;
+            let mut events = match &terms {
+                Some((terms, display)) => vec![
+                    OutEvent::slot(CHANGE_MEMORY[0], display.as_str()),
+                    OutEvent::slot(CHANGE_MEMORY[1], terms.label.as_str()),
+                    OutEvent::slot(CHANGE_MEMORY[2], terms.effective.as_str()),
+                    OutEvent::slot(CHANGE_MEMORY[3], terms.entitlements.as_str()),
+                    OutEvent::slot(CHANGE_MEMORY[4], terms.tag.as_str()),
+                ],
+                // Nothing selected: clear the memory so no stale tag survives.
+                None => CHANGE_MEMORY.iter().map(|name| OutEvent::slot(*name, Value::Null)).collect(),
+            };
+            if outcome.status == Status::Selected {
+                events.push(OutEvent::slot("change_status", "selected"));
+                events.push(OutEvent::slot("change_reason", Value::Null));
+            } else {
+                events.extend(outcome_events(&outcome, dispatcher));
+            }
+            Ok(events)
+        })
+    }
+}
+
+impl SelectSubscriptionChange {
+    /// The outcome, and on success the terms with the subscription's display name.
+    async fn select(&self, call: ActionCall<'_>) -> (Outcome, Option<(Terms, String)>) {
+        let guard = &self.0.guard;
+        let tracker = call.tracker;
+        let Some(account) = account(tracker, &guard.config.identity) else {
+            return (Outcome::denied(), None);
+        };
+        let Some(id) = tracker.slots.get_str("subscription").filter(|s| !s.is_empty()) else {
+            return (Outcome::blocked(Reason::UnknownSubscription), None);
+        };
+        let record = match guard.client.get(id).await {
+            Ok(Some(record)) => record,
+            Ok(None) => return (Outcome::blocked(Reason::UnknownSubscription), None),
+            Err(e) => {
+                tracing::warn!(error = %e, "the subscription could not be read");
+                return (Outcome::blocked(Reason::ServiceUnavailable), None);
+            }
+        };
+        if record.account != account {
+            return (Outcome::denied(), None);
+        }
+        let change_type = tracker.slots.get_str("change_type").unwrap_or("");
+        match current_terms(&record, change_type) {
+            Some(terms) => (
+                Outcome {
+                    status: Status::Selected,
+                    reason: None,
+                    effects: 0,
+                    current: Some(terms.clone()),
+                    why: None,
+                },
+                Some((terms, record.display_name())),
+            ),
+            None if record.option(change_type).is_some() => {
+                tracing::warn!(subscription = %record.id, "the service's effective date is not RFC 3339");
+                (Outcome::blocked(Reason::ServiceUnavailable), None)
+            }
+            None => (Outcome::blocked(Reason::ChangeNotOffered), None),
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The command line: `serve` (the default), `check`, `subscription-service`, `audit` and
+//! `converse`, with rasa-sdk's flag names where they exist.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::telemetry::LogFormat;
+
+/// A Rasa-compatible custom action server that will not let an assistant act on an
+/// outdated confirmation.
+#[derive(Debug, Parser)]
+#[command(name = "actiongate", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Flags of `serve`, which runs when no command is given.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the actions to Rasa (the default).
+    Serve(ServeArgs),
+    /// Validate the configuration and the Rasa-side files; exit non-zero on a problem.
+    Check(CheckArgs),
+    /// Run the embedded subscription service alone.
+    SubscriptionService(ServiceArgs),
+    /// Read the audit trail.
+    Audit(AuditArgs),
+    /// Run conversation tests (Rasa Pro's end-to-end format) against a running Rasa.
+    Converse(ConverseCli),
+}
+
+/// Logging flags, shared by every command.
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// More logging: -v debug, -vv trace.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only warnings and errors.
+    #[arg(long, global = true)]
+    pub quiet: bool,
+    /// Log as text or as JSON lines.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Port to listen on.
+    #[arg(short = 'p', long, env = "ACTIONGATE_PORT")]
+    pub port: Option<u16>,
+    /// Address to bind.
+    #[arg(long, env = "ACTIONGATE_HOST")]
+    pub host: Option<String>,
+    /// Allowed CORS origins (`*`, literals, globs, regexes), as rasa-sdk matches them.
+    #[arg(long, num_args = 0..)]
+    pub cors: Option<Vec<String>>,
+    /// TLS certificate chain (PEM); serves HTTPS with --ssl-keyfile.
+    #[arg(long, requires = "ssl_keyfile")]
+    pub ssl_certificate: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long, requires = "ssl_certificate")]
+    pub ssl_keyfile: Option<PathBuf>,
+    /// Rasa's endpoints.yml; our settings are under its `actiongate:` key.
+    #[arg(long, default_value = "endpoints.yml")]
+    pub endpoints: PathBuf,
+    /// Require this token on /webhook, /actions and /metrics (Rasa's `token` query
+    /// parameter, or `Authorization: Bearer`). Default: action_endpoint.token.
+    #[arg(long, env = "ACTIONGATE_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+    /// The query parameter carrying the token.
+    #[arg(long)]
+    pub token_name: Option<String>,
+    /// Largest request body accepted, in bytes.
+    #[arg(long)]
+    pub body_limit: Option<usize>,
+    /// Largest decompressed body accepted, in bytes.
+    #[arg(long)]
+    pub decompressed_limit: Option<usize>,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Base URL of the subscription service; without it the embedded service runs.
+    #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_URL")]
+    pub subscriptions_url: Option<String>,
+    /// Bearer token for the subscription service.
+    #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_TOKEN", hide_env_values = true)]
+    pub subscriptions_token: Option<String>,
+    /// Timeout of one call to the subscription service, in seconds.
+    #[arg(long)]
+    pub subscriptions_timeout: Option<f64>,
+    /// Port of the embedded subscription service on 127.0.0.1 (0 picks a free one).
+    #[arg(long)]
+    pub embedded_service_port: Option<u16>,
+    /// How long the embedded service keeps a command in flight, in milliseconds (demos).
+    #[arg(long)]
+    pub embedded_command_delay_ms: Option<u64>,
+    /// Where SQLite files are kept.
+    #[arg(long, env = "ACTIONGATE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The store: sqlite:PATH (default: DATA_DIR/actiongate.db) or postgres://...
+    #[arg(long, env = "ACTIONGATE_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Seconds after the question within which a "yes" counts.
+    #[arg(long)]
+    pub confirmation_window: Option<u64>,
+    /// HS256 secret: the account in the session metadata must be a token signed with it.
+    #[arg(long, env = "ACTIONGATE_SIGNING_SECRET", hide_env_values = true)]
+    pub signing_secret: Option<String>,
+    /// The key of session_started_metadata naming the account.
+    #[arg(long)]
+    pub account_key: Option<String>,
+    /// Irreversible changes an account may make in a burst.
+    #[arg(long)]
+    pub rate_capacity: Option<f64>,
+    /// Irreversible changes an account regains per hour.
+    #[arg(long)]
+    pub rate_per_hour: Option<f64>,
+    /// Days the audit trail is kept.
+    #[arg(long)]
+    pub audit_retention_days: Option<u64>,
+    /// Seconds between reconciliation passes over unknown outcomes.
+    #[arg(long, default_value_t = 30)]
+    pub reconcile_interval: u64,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Rasa's endpoints.yml.
+    #[arg(long, default_value = "endpoints.yml")]
+    pub endpoints: PathBuf,
+    /// The project folder holding responses/ and skills/.
+    #[arg(long, default_value = ".")]
+    pub project: PathBuf,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServiceArgs {
+    /// Port on 127.0.0.1.
+    #[arg(short = 'p', long, default_value_t = 5056)]
+    pub port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Where the service's SQLite file is kept.
+    #[arg(long, default_value = "var")]
+    pub data_dir: PathBuf,
+    /// Records to load into an empty database (default: the demo data).
+    #[arg(long)]
+    pub seed: Option<PathBuf>,
+    /// Require this bearer token.
+    #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// How long a command stays in flight, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub command_delay_ms: u64,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// Only this conversation.
+    #[arg(long)]
+    pub sender: Option<String>,
+    /// Only entries at or after this time (RFC 3339, e.g. 2026-11-30T09:00:00Z).
+    #[arg(long)]
+    pub since: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: AuditFormat,
+    /// The store (default: DATA_DIR/actiongate.db).
+    #[arg(long, env = "ACTIONGATE_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    #[arg(long, env = "ACTIONGATE_DATA_DIR", default_value = "var")]
+    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConverseCli {
+    /// Conversation test files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Rasa's base URL (run with --enable-api).
+    #[arg(long)]
+    pub rasa: String,
+    /// Rasa's API token (`rasa run --auth-token`).
+    #[arg(long, env = "RASA_AUTH_TOKEN", hide_env_values = true)]
+    pub rasa_token: Option<String>,
+    /// The subscription service's base URL, for steps that move its facts.
+    #[arg(long)]
+    pub service: Option<String>,
+    /// Bearer token for the subscription service.
+    #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_TOKEN", hide_env_values = true)]
+    pub service_token: Option<String>,
+    /// Timeout of each HTTP request, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub timeout_secs: u64,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+impl Cli {
+    /// `serve`'s flags with nothing given (their defaults).
+    pub fn default_serve_args() -> ServeArgs {
+        Cli::parse_from(["actiongate"]).serve
+    }
+}

@@ -1,0 +1,230 @@
+//! Settings from flags, the environment and `endpoints.yml`, validated once. The file is
+//! the one Rasa reads; our keys live under `actiongate:`. A misspelled key, a wrong type
+//! or a dangling reference is an error naming the file, the key and the reason — never
+//! silently ignored.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// A configuration problem: which file, which key, what is wrong.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+#[error("{file}: {key}: {reason}")]
+pub struct ConfigError {
+    pub file: String,
+    pub key: String,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub fn new(file: impl AsRef<Path>, key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            file: file.as_ref().display().to_string(),
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `endpoints.yml`: Rasa's sections (passed over, but their names are known so that a
+/// misspelling is caught) and ours.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointsFile {
+    #[serde(default)]
+    pub action_endpoint: Option<ActionEndpoint>,
+    #[serde(default)]
+    pub nlg: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub nlu: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub models: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub model_groups: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub tracker_store: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub lock_store: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub event_broker: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub tracing: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub vector_store: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub contextual_response_rephraser: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub actiongate: Option<Section>,
+}
+
+/// Rasa's `action_endpoint`. Its `token`, when set, is the token this server requires.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionEndpoint {
+    pub url: String,
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub token_name: Option<String>,
+    #[serde(default)]
+    pub cafile: Option<String>,
+    #[serde(default)]
+    pub enable_selective_domain: Option<bool>,
+    #[serde(default)]
+    pub headers: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub basic_auth: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// The `actiongate:` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Section {
+    #[serde(default)]
+    pub subscriptions: Option<SubscriptionsSection>,
+    #[serde(default)]
+    pub embedded_service: Option<EmbeddedSection>,
+    #[serde(default)]
+    pub database_url: Option<String>,
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub consent: Option<ConsentSection>,
+    #[serde(default)]
+    pub rate_limit: Option<RateLimitSection>,
+    #[serde(default)]
+    pub audit: Option<AuditSection>,
+    #[serde(default)]
+    pub server: Option<ServerSection>,
+}
+
+/// Where the subscription service is. Without `url`, the embedded service runs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriptionsSection {
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub timeout_secs: Option<f64>,
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedSection {
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub seed: Option<PathBuf>,
+    #[serde(default)]
+    pub command_delay_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsentSection {
+    #[serde(default)]
+    pub confirm_response: Option<String>,
+    #[serde(default)]
+    pub window_secs: Option<u64>,
+    #[serde(default)]
+    pub account_key: Option<String>,
+    #[serde(default)]
+    pub account_claim: Option<String>,
+    #[serde(default)]
+    pub signing_secret: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSection {
+    #[serde(default)]
+    pub capacity: Option<f64>,
+    #[serde(default)]
+    pub per_hour: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    #[serde(default)]
+    pub retention_days: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    #[serde(default)]
+    pub body_limit: Option<usize>,
+    #[serde(default)]
+    pub decompressed_limit: Option<usize>,
+    #[serde(default)]
+    pub token_name: Option<String>,
+    #[serde(default)]
+    pub workers: Option<usize>,
+}
+
+/// Reads `endpoints.yml`. A missing file is `Ok(None)` only when `required` is false (the
+/// default path); a given path must exist.
+pub fn load_endpoints(path: &Path, required: bool) -> Result<Option<EndpointsFile>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
+        Err(e) => return Err(ConfigError::new(path, "-", format!("cannot be read: {e}"))),
+    };
+    if text.trim().is_empty() {
+        return Ok(Some(EndpointsFile::default()));
+    }
+    serde_yaml_ng::from_str::<EndpointsFile>(&text)
+        .map(Some)
+        .map_err(|e| yaml_error(path, &e))
+}
+
+/// Turns a YAML error into file, key and reason.
+pub fn yaml_error(path: &Path, e: &serde_yaml_ng::Error) -> ConfigError {
+    let message = e.to_string();
+    // serde_yaml_ng writes "path.to.key: reason at line L column C" when it knows the key.
+    let (key, reason) = match message.split_once(": ") {
+        Some((key, reason)) if !key.contains(' ') => (key.to_owned(), reason.to_owned()),
+        _ => ("-".to_owned(), message.clone()),
+    };
+    ConfigError::new(path, key, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Option<EndpointsFile>, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("endpoints.yml");
+        std::fs::write(&path, text).unwrap();
+        load_endpoints(&path, true)
+    }
+
+    #[test]
+    fn a_misspelled_key_is_an_error_naming_it() {
+        let err = load("actiongate:\n  consent:\n    windw_secs: 5\n").unwrap_err();
+        assert!(err.reason.contains("windw_secs"), "{err}");
+        assert_eq!(err.key, "actiongate.consent");
+        let err = load("action_endpoit:\n  url: http://x\n").unwrap_err();
+        assert!(err.reason.contains("action_endpoit"), "{err}");
+    }
+
+    #[test]
+    fn a_wrong_type_is_an_error_naming_the_key() {
+        let err = load("actiongate:\n  rate_limit:\n    capacity: lots\n").unwrap_err();
+        assert_eq!(err.key, "actiongate.rate_limit.capacity", "{err}");
+    }
+
+    #[test]
+    fn rasa_sections_are_accepted() {
+        let file = load("action_endpoint:\n  url: http://127.0.0.1:5055/webhook\n  token: s\ntracker_store:\n  type: sql\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(file.action_endpoint.unwrap().token.as_deref(), Some("s"));
+    }
+}

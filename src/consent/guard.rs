@@ -1,0 +1,454 @@
+//! The checks, their order, and the confirmed change they produce.
+//!
+//! Steps 1 to 8 read only the conversation ([`check_conversation`], pure); step 9 reads
+//! the service; steps 10 and 11 compare ([`compare_facts`], pure); step 12 spends the
+//! account's budget; step 13 sends, through [`ConfirmedChange::send`], at most once per
+//! request key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::outcome::{Outcome, Reason, Status, Terms};
+use super::ConsentConfig;
+use crate::conversation::{self, Answer, Conversation, Question, CHANGE_MEMORY};
+use crate::protocol::Tracker;
+use crate::store::{now_ms, AuditEntry, OpState, Operation, Store, StoreError};
+use crate::subscriptions::model::{change_tag, effective_text, Tag};
+use crate::subscriptions::{CommandOutcome, ServiceClient, Subscription};
+
+/// The change memory as the tracker's slots hold it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Memory {
+    pub subscription: Option<String>,
+    pub label: Option<String>,
+    pub effective: Option<String>,
+    pub entitlements: Option<String>,
+    pub tag: Option<String>,
+}
+
+impl Memory {
+    fn values(&self) -> [&Option<String>; 5] {
+        [&self.subscription, &self.label, &self.effective, &self.entitlements, &self.tag]
+    }
+}
+
+/// Everything `apply_subscription_change` decides on, read from the tracker once.
+#[derive(Debug, Clone)]
+pub struct ApplyInputs {
+    pub sender_id: String,
+    pub account: Option<String>,
+    /// What the customer asked for (model-settable slots).
+    pub requested_subscription: Option<String>,
+    pub requested_change_type: Option<String>,
+    pub memory: Memory,
+    pub conversation: Conversation,
+}
+
+impl ApplyInputs {
+    pub fn from_tracker(tracker: &Tracker, config: &ConsentConfig) -> Result<Self, conversation::MalformedEvent> {
+        let events = tracker.session_events();
+        let conversation = conversation::read(&events, &config.confirm_response, &config.select_action)?;
+        let text = |name: &str| tracker.slots.get_str(name).map(str::to_owned);
+        Ok(Self {
+            sender_id: tracker.sender_id.clone(),
+            account: super::identity::account(tracker, &config.identity),
+            requested_subscription: text("subscription"),
+            requested_change_type: text("change_type"),
+            memory: Memory {
+                subscription: text(CHANGE_MEMORY[0]),
+                label: text(CHANGE_MEMORY[1]),
+                effective: text(CHANGE_MEMORY[2]),
+                entitlements: text(CHANGE_MEMORY[3]),
+                tag: text(CHANGE_MEMORY[4]),
+            },
+            conversation,
+        })
+    }
+}
+
+/// A confirmation that passed steps 1 to 8: this customer was asked exactly these terms
+/// and answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirmation {
+    pub account: String,
+    pub tag: Tag,
+    pub terms: Terms,
+    pub question: Question,
+    pub answer: Answer,
+    pub request_key: String,
+}
+
+/// Steps 1 to 8: who asks, what is in memory and where it came from, what was asked and
+/// answered. The first failing check decides.
+pub fn check_conversation(inputs: &ApplyInputs, config: &ConsentConfig) -> Result<Confirmation, Outcome> {
+    // 1. An authenticated account.
+    let account = inputs.account.clone().ok_or_else(Outcome::denied)?;
+    // 2. A change in memory.
+    let tag = inputs
+        .memory
+        .tag
+        .as_deref()
+        .and_then(Tag::parse)
+        .ok_or(Outcome::blocked(Reason::NotSelected))?;
+    // 3. The memory is what select_subscription_change wrote in this conversation.
+    let written = inputs
+        .conversation
+        .selected_memory
+        .as_ref()
+        .ok_or(Outcome::blocked(Reason::MemoryUntrusted))?;
+    let trusted = CHANGE_MEMORY
+        .iter()
+        .zip(inputs.memory.values())
+        .all(|(name, value)| written.get(*name).and_then(Value::as_str) == value.as_deref());
+    if !trusted {
+        return Err(Outcome::blocked(Reason::MemoryUntrusted));
+    }
+    let terms = Terms {
+        tag: inputs.memory.tag.clone().unwrap_or_default(),
+        label: inputs.memory.label.clone().unwrap_or_default(),
+        effective: inputs.memory.effective.clone().unwrap_or_default(),
+        entitlements: inputs.memory.entitlements.clone().unwrap_or_default(),
+    };
+    // 4. The customer asked for this change.
+    if inputs.requested_subscription.as_deref() != Some(tag.subscription.as_str())
+        || inputs.requested_change_type.as_deref() != Some(tag.change_type.as_str())
+    {
+        return Err(Outcome::blocked(Reason::TargetMismatch));
+    }
+    // 5. The latest confirmation question carries this tag.
+    let question = inputs
+        .conversation
+        .question
+        .clone()
+        .filter(|q| q.text.contains(&terms.tag))
+        .ok_or(Outcome::blocked(Reason::NotAsked))?;
+    // 6. A customer message answers it.
+    let answer = inputs
+        .conversation
+        .answer
+        .clone()
+        .ok_or(Outcome::blocked(Reason::NotAnswered))?;
+    // 7. The question read out the date and the entitlements line.
+    if terms.effective.is_empty()
+        || terms.entitlements.is_empty()
+        || !question.text.contains(&terms.effective)
+        || !question.text.contains(&terms.entitlements)
+    {
+        return Err(Outcome::blocked(Reason::QuestionIncomplete));
+    }
+    // 8. The answer came within the window (unknown times fail closed).
+    let fresh = match (question.timestamp, answer.timestamp) {
+        (Some(asked), Some(answered)) => answered - asked <= config.window.as_secs_f64(),
+        _ => false,
+    };
+    if !fresh {
+        return Err(Outcome::blocked(Reason::ConfirmationExpired));
+    }
+    let request_key = request_key(&inputs.sender_id, &terms.tag, &question, &answer);
+    Ok(Confirmation {
+        account,
+        tag,
+        terms,
+        question,
+        answer,
+        request_key,
+    })
+}
+
+/// The request key: derived from the conversation, the tag and the confirmation's events,
+/// so every delivery of the same "yes" has the same key.
+pub fn request_key(sender_id: &str, tag: &str, question: &Question, answer: &Answer) -> String {
+    let mut hash = Sha256::new();
+    for part in [
+        sender_id,
+        tag,
+        &question.position.to_string(),
+        &question.timestamp.map(f64::to_bits).unwrap_or(0).to_string(),
+        &question.text,
+        answer.message_id.as_deref().unwrap_or(""),
+        &answer.timestamp.map(f64::to_bits).unwrap_or(0).to_string(),
+        &answer.text,
+    ] {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part.as_bytes());
+    }
+    format!("ag-{}", &hex::encode(hash.finalize())[..32])
+}
+
+/// The service's terms for a change type on a record, as they would be read out now.
+pub fn current_terms(record: &Subscription, change_type: &str) -> Option<Terms> {
+    let option = record.option(change_type)?;
+    Some(Terms {
+        tag: change_tag(&record.id, change_type, record.revision),
+        label: option.label.clone(),
+        effective: effective_text(&option.effective_at)?,
+        entitlements: option.entitlements.clone(),
+    })
+}
+
+/// Steps 10 and 11: the record is the account's, and the confirmed terms are still the
+/// service's. Returns the current terms.
+pub fn compare_facts(confirmation: &Confirmation, record: Option<&Subscription>) -> Result<Terms, Outcome> {
+    // 10. The account's own subscription; nothing about another's is revealed.
+    let record = record
+        .filter(|r| r.account == confirmation.account && r.id == confirmation.tag.subscription)
+        .ok_or_else(Outcome::denied)?;
+    // 11. Revision, date and entitlements unchanged.
+    let current = current_terms(record, &confirmation.tag.change_type);
+    let unchanged = record.revision == confirmation.tag.revision
+        && current.as_ref().is_some_and(|now| {
+            now.effective == confirmation.terms.effective && now.entitlements == confirmation.terms.entitlements
+        });
+    match current {
+        Some(now) if unchanged => Ok(now),
+        current => Err(Outcome::blocked(Reason::BenefitLossHidden)
+            .with_current(current)
+            .with_why(record.why_since(confirmation.tag.revision))),
+    }
+}
+
+/// A change the guard approved and whose request key this call claimed. Only the guard
+/// makes one; sending consumes it.
+#[derive(Debug)]
+pub struct ConfirmedChange {
+    confirmation: Confirmation,
+    current: Terms,
+}
+
+impl ConfirmedChange {
+    /// Step 13: the command, with `If-Match` and `Idempotency-Key`; the outcome recorded.
+    async fn send(self, client: &ServiceClient, store: &Store) -> Result<Outcome, StoreError> {
+        let c = &self.confirmation;
+        let key = &c.request_key;
+        store.set_state(key, OpState::Sent, None).await?;
+        let result = client
+            .send_change(&c.tag.subscription, &c.tag.change_type, c.tag.revision, key)
+            .await;
+        let (state, outcome) = match result {
+            CommandOutcome::Applied { .. } => (OpState::Applied, applied(&self.current)),
+            CommandOutcome::Stale(record) => {
+                let outcome = Outcome::blocked(Reason::StaleAtService)
+                    .with_current(current_terms(&record, &c.tag.change_type))
+                    .with_why(record.why_since(c.tag.revision));
+                (OpState::Failed, outcome)
+            }
+            CommandOutcome::InFlight | CommandOutcome::Unknown(_) => {
+                if let CommandOutcome::Unknown(why) = &result {
+                    tracing::warn!(request_key = %key, %why, "the command's outcome is unknown");
+                }
+                (OpState::Unknown, pending())
+            }
+            CommandOutcome::NotSent(why) => {
+                tracing::warn!(request_key = %key, %why, "the command could not be sent");
+                store.release(key).await?;
+                return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+            }
+            CommandOutcome::Rejected { status, message } => {
+                tracing::warn!(request_key = %key, status, %message, "the service refused the command");
+                let outcome = Outcome {
+                    status: Status::Failed,
+                    reason: Some(Reason::ServiceRejected),
+                    effects: 0,
+                    current: None,
+                    why: Some(message),
+                };
+                (OpState::Failed, outcome)
+            }
+        };
+        let recorded = serde_json::to_string(&outcome).expect("an outcome serialises");
+        store.set_state(key, state, Some(&recorded)).await?;
+        Ok(outcome)
+    }
+}
+
+fn applied(terms: &Terms) -> Outcome {
+    Outcome {
+        status: Status::Applied,
+        reason: None,
+        effects: 1,
+        current: Some(terms.clone()),
+        why: None,
+    }
+}
+
+fn pending() -> Outcome {
+    Outcome {
+        status: Status::PendingVerification,
+        reason: Some(Reason::OutcomeUnknown),
+        effects: 0,
+        current: None,
+        why: None,
+    }
+}
+
+/// Runs the whole sequence for one call of `apply_subscription_change`.
+#[derive(Clone)]
+pub struct Guard {
+    pub config: Arc<ConsentConfig>,
+    pub client: ServiceClient,
+    pub store: Store,
+}
+
+impl Guard {
+    /// Checks, and sends only when every check passes. Every call ends in exactly one
+    /// outcome, which is also appended to the audit trail.
+    pub async fn apply(&self, inputs: &ApplyInputs) -> Result<Outcome, StoreError> {
+        let (outcome, key) = match check_conversation(inputs, &self.config) {
+            Err(outcome) => (outcome, None),
+            Ok(confirmation) => {
+                let key = confirmation.request_key.clone();
+                (self.decide(confirmation, inputs).await?, Some(key))
+            }
+        };
+        self.store
+            .audit(&AuditEntry {
+                at: now_ms(),
+                action: "apply_subscription_change".into(),
+                sender_id: inputs.sender_id.clone(),
+                account: inputs.account.clone(),
+                target: target(inputs),
+                question_terms: inputs.conversation.question.as_ref().map(|q| q.text.clone()),
+                service_terms: outcome.current.as_ref().map(|t| serde_json::to_string(t).expect("terms serialise")),
+                status: outcome.status.as_str().into(),
+                reason: outcome.reason.map(|r| r.as_str().into()),
+                request_key: key,
+                ..AuditEntry::default()
+            })
+            .await?;
+        Ok(outcome)
+    }
+
+    /// Steps 9 to 13, once the conversation checks passed.
+    async fn decide(&self, confirmation: Confirmation, inputs: &ApplyInputs) -> Result<Outcome, StoreError> {
+        // A repeat of a confirmation already acted on: the first call's outcome.
+        if let Some(op) = self.store.operation(&confirmation.request_key).await? {
+            return self.replay(op).await;
+        }
+        // 9. The facts as they are now; fail closed.
+        let record = match self.client.get(&confirmation.tag.subscription).await {
+            Ok(record) => record,
+            Err(e) => {
+                tracing::warn!(error = %e, "the subscription could not be read");
+                return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+            }
+        };
+        // 10, 11.
+        let current = match compare_facts(&confirmation, record.as_ref()) {
+            Ok(current) => current,
+            Err(outcome) => return Ok(outcome),
+        };
+        let op = Operation {
+            request_key: confirmation.request_key.clone(),
+            sender_id: inputs.sender_id.clone(),
+            account: confirmation.account.clone(),
+            subscription: confirmation.tag.subscription.clone(),
+            change_type: confirmation.tag.change_type.clone(),
+            revision: confirmation.tag.revision,
+            terms: serde_json::to_string(&confirmation.terms).expect("terms serialise"),
+            state: OpState::Claimed,
+            outcome: None,
+            created_at: now_ms(),
+            updated_at: now_ms(),
+        };
+        if !self.store.claim(&op).await? {
+            // Another delivery of the same "yes" got here first.
+            let op = self.store.operation(&op.request_key).await?.unwrap_or(op);
+            return self.replay(op).await;
+        }
+        // 12. The account's budget.
+        let rate = self.config.rate;
+        if !self.store.take_token(&confirmation.account, rate.capacity, rate.per_second).await? {
+            self.store.release(&confirmation.request_key).await?;
+            return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
+        }
+        // 13.
+        ConfirmedChange { confirmation, current }
+            .send(&self.client, &self.store)
+            .await
+    }
+
+    /// The outcome of an operation that already exists: final as recorded; in flight,
+    /// waited for briefly; unknown, reconciled.
+    async fn replay(&self, mut op: Operation) -> Result<Outcome, StoreError> {
+        let deadline = tokio::time::Instant::now() + self.config.in_flight_wait;
+        while matches!(op.state, OpState::Claimed | OpState::Sent) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            match self.store.operation(&op.request_key).await? {
+                Some(now) => op = now,
+                // Released: nothing was sent; the confirmation may be tried again.
+                None => return Ok(Outcome::blocked(Reason::ServiceUnavailable)),
+            }
+        }
+        match op.state {
+            OpState::Applied | OpState::Failed => Ok(recorded(&op)),
+            OpState::Unknown => self.reconcile(&op).await,
+            OpState::Claimed | OpState::Sent => Ok(pending()),
+        }
+    }
+
+    /// Resolves an unknown operation by asking the service about its request key.
+    pub async fn reconcile(&self, op: &Operation) -> Result<Outcome, StoreError> {
+        if op.state.is_final() {
+            return Ok(recorded(op));
+        }
+        if op.state == OpState::Claimed {
+            // Claimed and left (the process stopped before sending): nothing was sent.
+            self.store.release(&op.request_key).await?;
+            return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+        }
+        match self.client.get_change(&op.request_key).await {
+            Ok(Some(_change)) => {
+                let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
+                let outcome = applied(&terms);
+                let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+                self.store.set_state(&op.request_key, OpState::Applied, Some(&json)).await?;
+                Ok(outcome)
+            }
+            Ok(None) if now_ms() - op.updated_at > self.config.unknown_grace.as_millis() as i64 => {
+                let outcome = Outcome {
+                    status: Status::Failed,
+                    reason: Some(Reason::ServiceRejected),
+                    effects: 0,
+                    current: None,
+                    why: Some("The subscription service has no record of this change; nothing was changed.".into()),
+                };
+                let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+                self.store.set_state(&op.request_key, OpState::Failed, Some(&json)).await?;
+                Ok(outcome)
+            }
+            Ok(None) => Ok(pending()),
+            Err(e) => {
+                tracing::warn!(error = %e, request_key = %op.request_key, "could not reconcile");
+                Ok(pending())
+            }
+        }
+    }
+
+    /// Resolves every operation left sent or unknown for longer than `min_age`.
+    pub async fn reconcile_all(&self, min_age: Duration) -> Result<usize, StoreError> {
+        let mut resolved = 0;
+        for op in self.store.unresolved(min_age).await? {
+            if self.reconcile(&op).await?.status != Status::PendingVerification {
+                resolved += 1;
+            }
+        }
+        Ok(resolved)
+    }
+}
+
+fn recorded(op: &Operation) -> Outcome {
+    op.outcome
+        .as_deref()
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_else(pending)
+}
+
+fn target(inputs: &ApplyInputs) -> Option<String> {
+    match (&inputs.requested_subscription, &inputs.requested_change_type) {
+        (None, None) => None,
+        (s, c) => Some(format!("{} {}", s.as_deref().unwrap_or("?"), c.as_deref().unwrap_or("?"))),
+    }
+}

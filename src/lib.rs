@@ -1,0 +1,23 @@
+//! actiongate: a Rasa-compatible custom action server that will not let an assistant act
+//! on an outdated confirmation.
+//!
+//! One request travels: [`server`] (HTTP, body decoding, auth, errors) → [`protocol`]
+//! (the wire types) → an action from [`actions`] → for a subscription change:
+//! [`conversation`] (what the customer was asked and answered), [`consent`] (the guard,
+//! the only maker of a confirmed change), [`subscriptions`] (the service's client, and
+//! the embedded service) and [`store`] (operations, audit, rate limits) → events and
+//! responses back to Rasa.
+
+pub mod actions;
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod consent;
+pub mod conversation;
+pub mod converse;
+pub mod project;
+pub mod protocol;
+pub mod server;
+pub mod store;
+pub mod subscriptions;
+pub mod telemetry;

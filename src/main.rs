@@ -1,0 +1,74 @@
+//! The `actiongate` binary: parse the command line, start logging, run the command.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use actiongate::cli::{Cli, Command};
+use actiongate::{app, converse, telemetry};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Serve(cli.serve));
+    let log = match &command {
+        Command::Serve(a) => a.log.clone(),
+        Command::Check(a) => a.log.clone(),
+        Command::SubscriptionService(a) => a.log.clone(),
+        Command::Audit(a) => a.log.clone(),
+        Command::Converse(a) => a.log.clone(),
+    };
+    telemetry::init(log.verbose, log.quiet, log.log_format);
+    match command {
+        Command::Serve(args) => report(app::serve(&args).await),
+        Command::SubscriptionService(args) => report(app::subscription_service(&args).await),
+        Command::Check(args) => {
+            let problems = app::check(&args);
+            for problem in &problems {
+                eprintln!("{problem}");
+            }
+            if problems.is_empty() {
+                println!("configuration OK");
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Command::Audit(args) => match app::audit(&args).await {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => report::<()>(Err(e)),
+        },
+        Command::Converse(args) => {
+            let result = converse::run(converse::ConverseArgs {
+                files: args.files,
+                rasa: args.rasa,
+                rasa_token: args.rasa_token,
+                service: args.service,
+                service_token: args.service_token,
+                timeout_secs: args.timeout_secs,
+            })
+            .await;
+            match result {
+                Ok(summary) if summary.failed == 0 => ExitCode::SUCCESS,
+                Ok(_) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}
+
+fn report<T>(result: Result<T, app::StartError>) -> ExitCode {
+    match result {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! Tracker events: the raw form kept from the wire, the typed form of every kind Rasa 3.6,
+//! Rasa Pro and rasa-sdk emit, and the events an action returns.
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// The kinds of event the server distinguishes. Everything else is [`EventKind::Other`]
+/// and passes through untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    User,
+    Bot,
+    Action,
+    Slot,
+    SessionStarted,
+    Restart,
+    Rewind,
+    Undo,
+    Other,
+}
+
+impl EventKind {
+    fn from_name(name: &str) -> Self {
+        match name {
+            "user" => Self::User,
+            "bot" => Self::Bot,
+            "action" => Self::Action,
+            "slot" => Self::Slot,
+            "session_started" => Self::SessionStarted,
+            "restart" => Self::Restart,
+            "rewind" => Self::Rewind,
+            "undo" => Self::Undo,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// One event as it arrived: its raw JSON, plus its kind and timestamp read once.
+#[derive(Debug)]
+pub struct RawEvent {
+    raw: Box<RawValue>,
+    name: Box<str>,
+    kind: EventKind,
+    timestamp: Option<f64>,
+}
+
+/// What is read of every event while the tracker is parsed; the rest stays raw.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    event: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    timestamp: Option<f64>,
+}
+
+impl RawEvent {
+    /// Reads the kind and timestamp of one raw event. An event without `event` is an error:
+    /// Rasa never sends one, and nothing could be decided about it.
+    pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+        let head: Head = serde_json::from_str(raw.get())?;
+        let name = match head.event {
+            Some(name) if !name.is_empty() => name,
+            _ => return Err(de::Error::custom("an event has no `event` kind")),
+        };
+        Ok(Self {
+            kind: EventKind::from_name(&name),
+            name: name.into(),
+            timestamp: head.timestamp,
+            raw,
+        })
+    }
+
+    /// The raw JSON text, exactly as received.
+    pub fn raw(&self) -> &RawValue {
+        &self.raw
+    }
+
+    /// The `event` field, e.g. `"user"` or `"flow_started"`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn kind(&self) -> EventKind {
+        self.kind
+    }
+
+    pub fn timestamp(&self) -> Option<f64> {
+        self.timestamp
+    }
+
+    /// Parses the event into its typed form.
+    pub fn typed(&self) -> Result<Event, serde_json::Error> {
+        Event::parse(&self.name, self.raw.get())
+    }
+}
+
+impl<'de> Deserialize<'de> for RawEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        RawEvent::from_raw(raw).map_err(de::Error::custom)
+    }
+}
+
+impl Serialize for RawEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(serializer)
+    }
+}
+
+/// `user`: a customer message.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct UserUttered {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub parse_data: Option<Value>,
+    #[serde(default)]
+    pub input_channel: Option<String>,
+    #[serde(default)]
+    pub message_id: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `bot`: a message the assistant sent; `metadata.utter_action` names the response that
+/// produced it.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct BotUttered {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub data: Option<Value>,
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl BotUttered {
+    /// The name of the response template that produced this message, if any.
+    pub fn utter_action(&self) -> Option<&str> {
+        self.metadata.as_ref()?.get("utter_action")?.as_str()
+    }
+}
+
+/// `action`: an action was executed (`action_execution_rejected` has the same shape).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct ActionExecuted {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub policy: Option<String>,
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    #[serde(default)]
+    pub action_text: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `slot`: a slot was set.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct SlotSet {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    pub name: String,
+    #[serde(default)]
+    pub value: Value,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An event with only a timestamp and, at most, metadata (`restart`, `undo`, ...).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct Marker {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An event that names something (`active_loop`, `followup`, flow events, ...).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct Named {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `reminder` and `cancel_reminder`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct Reminder {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    #[serde(default)]
+    pub intent: Option<String>,
+    #[serde(default)]
+    pub entities: Option<Value>,
+    #[serde(default)]
+    pub date_time: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub kill_on_user_msg: Option<bool>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `loop_interrupted` (and the old `form_validation`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct LoopInterrupted {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    #[serde(default)]
+    pub is_interrupted: Option<bool>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `entities`: entities added without a message.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct EntitiesAdded {
+    #[serde(default)]
+    pub timestamp: Option<f64>,
+    #[serde(default)]
+    pub entities: Vec<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Every event kind that Rasa 3.6, Rasa Pro and rasa-sdk emit, typed; anything else is
+/// kept whole as [`Event::Other`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    User(UserUttered),
+    Bot(BotUttered),
+    Agent(BotUttered),
+    Action(ActionExecuted),
+    ActionExecutionRejected(ActionExecuted),
+    Slot(SlotSet),
+    SessionStarted(Marker),
+    SessionEnded(Marker),
+    Restart(Marker),
+    Rewind(Marker),
+    Undo(Marker),
+    Pause(Marker),
+    Resume(Marker),
+    ResetSlots(Marker),
+    Export(Marker),
+    UserFeaturization(Marker),
+    ActiveLoop(Named),
+    LoopInterrupted(LoopInterrupted),
+    Followup(Named),
+    Reminder(Reminder),
+    CancelReminder(Reminder),
+    Entities(EntitiesAdded),
+    /// Rasa Pro's CALM events (`flow_started`, `stack`, ...): the kind and the fields.
+    Calm { kind: String, fields: Named },
+    /// A kind this server does not know; kept as it came.
+    Other(Value),
+}
+
+const CALM_KINDS: &[&str] = &[
+    "flow_started",
+    "flow_completed",
+    "flow_interrupted",
+    "flow_resumed",
+    "flow_cancelled",
+    "stack",
+    "dialogue_stack_updated",
+    "routing_session_ended",
+    "session_ended",
+];
+
+impl Event {
+    /// Parses the JSON text of an event whose `event` field is `kind`.
+    pub fn parse(kind: &str, json: &str) -> Result<Self, serde_json::Error> {
+        use serde_json::from_str as p;
+        Ok(match kind {
+            "user" => Self::User(p(json)?),
+            "bot" => Self::Bot(p(json)?),
+            "agent" => Self::Agent(p(json)?),
+            "action" => Self::Action(p(json)?),
+            "action_execution_rejected" => Self::ActionExecutionRejected(p(json)?),
+            "slot" => Self::Slot(p(json)?),
+            "session_started" => Self::SessionStarted(p(json)?),
+            "session_ended" => Self::SessionEnded(p(json)?),
+            "restart" => Self::Restart(p(json)?),
+            "rewind" => Self::Rewind(p(json)?),
+            "undo" => Self::Undo(p(json)?),
+            "pause" => Self::Pause(p(json)?),
+            "resume" => Self::Resume(p(json)?),
+            "reset_slots" => Self::ResetSlots(p(json)?),
+            "export" => Self::Export(p(json)?),
+            "user_featurization" => Self::UserFeaturization(p(json)?),
+            "active_loop" | "form" => Self::ActiveLoop(p(json)?),
+            "loop_interrupted" | "form_validation" => Self::LoopInterrupted(p(json)?),
+            "followup" => Self::Followup(p(json)?),
+            "reminder" => Self::Reminder(p(json)?),
+            "cancel_reminder" => Self::CancelReminder(p(json)?),
+            "entities" => Self::Entities(p(json)?),
+            k if CALM_KINDS.contains(&k) => Self::Calm {
+                kind: k.to_owned(),
+                fields: p(json)?,
+            },
+            _ => Self::Other(p(json)?),
+        })
+    }
+}
+
+/// An event an action returns, serialised exactly as rasa-sdk writes it (key order,
+/// `"timestamp": null`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum OutEvent {
+    Slot {
+        event: &'static str,
+        timestamp: Option<f64>,
+        name: String,
+        value: Value,
+    },
+    Followup {
+        event: &'static str,
+        timestamp: Option<f64>,
+        name: String,
+    },
+    Bare {
+        event: &'static str,
+        timestamp: Option<f64>,
+    },
+    /// Any other event, passed through as given.
+    Raw(Value),
+}
+
+impl OutEvent {
+    /// `SlotSet(name, value)`.
+    pub fn slot(name: impl Into<String>, value: impl Into<Value>) -> Self {
+        Self::Slot {
+            event: "slot",
+            timestamp: None,
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    /// `FollowupAction(name)`.
+    pub fn followup(name: impl Into<String>) -> Self {
+        Self::Followup {
+            event: "followup",
+            timestamp: None,
+            name: name.into(),
+        }
+    }
+
+    /// `Restarted()`, `AllSlotsReset()`, `ConversationPaused()` and the other bare events.
+    pub fn bare(event: &'static str) -> Self {
+        Self::Bare {
+            event,
+            timestamp: None,
+        }
+    }
+}

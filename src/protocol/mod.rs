@@ -1,0 +1,17 @@
+//! The Rasa action-server wire types: the webhook request, the tracker, its events, and
+//! the answer (`{events, responses}`), parsed once at the boundary.
+//!
+//! Trackers are large (Rasa sends the whole history on every call), so events are kept as
+//! raw JSON and only their kind and timestamp are read up front; an event is parsed into
+//! its typed form only when something asks for it. Re-serialising a tracker writes back
+//! exactly the bytes that arrived.
+
+pub mod events;
+pub mod message;
+pub mod request;
+pub mod tracker;
+
+pub use events::{Event, EventKind, OutEvent, RawEvent};
+pub use message::{ActionResponse, Message};
+pub use request::WebhookRequest;
+pub use tracker::{Slots, Tracker};

@@ -1,0 +1,354 @@
+//! The tracker as Rasa sends it, with the reading helpers rasa-sdk's `Tracker` offers.
+//!
+//! Every key is kept as the raw JSON that arrived (so the tracker serialises back without
+//! losing a field); the keys the server reads are also parsed once into typed fields.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::events::{EventKind, RawEvent};
+
+/// Slot values by name. Duplicate names are refused: a second `change_tag` in one
+/// request is an attack, not a conversation.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Slots(HashMap<String, Value>);
+
+impl Slots {
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0.get(name).filter(|v| !v.is_null())
+    }
+
+    /// The slot as a string, if it is one.
+    pub fn get_str(&self, name: &str) -> Option<&str> {
+        self.get(name)?.as_str()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.0.iter()
+    }
+
+    pub fn from_pairs<I: IntoIterator<Item = (String, Value)>>(pairs: I) -> Self {
+        Self(pairs.into_iter().collect())
+    }
+}
+
+impl<'de> Deserialize<'de> for Slots {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SlotsVisitor;
+        impl<'de> Visitor<'de> for SlotsVisitor {
+            type Value = Slots;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object of slot values")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Slots, E> {
+                Ok(Slots::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Slots, A::Error> {
+                let mut slots = HashMap::new();
+                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                    if slots.contains_key(&key) {
+                        return Err(de::Error::custom(format!("duplicate slot `{key}`")));
+                    }
+                    slots.insert(key, value);
+                }
+                Ok(Slots(slots))
+            }
+        }
+        deserializer.deserialize_any(SlotsVisitor)
+    }
+}
+
+/// The active loop (form), as Rasa sends it.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+pub struct ActiveLoop {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub is_interrupted: Option<bool>,
+    #[serde(default)]
+    pub rejected: Option<bool>,
+    #[serde(default)]
+    pub trigger_message: Option<Value>,
+}
+
+/// The conversation state Rasa sends with every call.
+#[derive(Debug)]
+pub struct Tracker {
+    pub sender_id: String,
+    pub slots: Slots,
+    /// Parse data of the latest user message (`{}` when absent or null).
+    pub latest_message: Value,
+    pub events: Vec<RawEvent>,
+    pub followup_action: Option<String>,
+    pub paused: bool,
+    pub active_loop: ActiveLoop,
+    pub latest_action_name: Option<String>,
+    /// Every key as received, in order; `None` marks where `events` was.
+    fields: Vec<(String, Option<Box<RawValue>>)>,
+}
+
+fn parse_field<T: de::DeserializeOwned, E: de::Error>(key: &str, raw: &RawValue) -> Result<T, E> {
+    serde_json::from_str(raw.get()).map_err(|e| E::custom(format!("tracker.{key}: {e}")))
+}
+
+impl<'de> Deserialize<'de> for Tracker {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TrackerVisitor;
+        impl<'de> Visitor<'de> for TrackerVisitor {
+            type Value = Tracker;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a tracker object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tracker, A::Error> {
+                let mut sender_id = None;
+                let mut slots = Slots::default();
+                let mut latest_message = Value::Object(Default::default());
+                let mut events = None;
+                let mut followup_action = None;
+                let mut paused = false;
+                let mut active_loop = ActiveLoop::default();
+                let mut active_form = None;
+                let mut latest_action_name = None;
+                let mut fields: Vec<(String, Option<Box<RawValue>>)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if fields.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!("duplicate key tracker.{key}")));
+                    }
+                    if key == "events" {
+                        let list: Option<Vec<RawEvent>> = map
+                            .next_value()
+                            .map_err(|e| de::Error::custom(format!("tracker.events: {e}")))?;
+                        events = Some(list.unwrap_or_default());
+                        fields.push((key, None));
+                        continue;
+                    }
+                    let raw: Box<RawValue> = map.next_value()?;
+                    match key.as_str() {
+                        "sender_id" => sender_id = parse_field::<Option<String>, _>(&key, &raw)?,
+                        "slots" => slots = parse_field(&key, &raw)?,
+                        "latest_message" => {
+                            let v: Value = parse_field(&key, &raw)?;
+                            if !(v.is_object() || v.is_null()) {
+                                return Err(de::Error::custom(
+                                    "tracker.latest_message: expected an object",
+                                ));
+                            }
+                            if v.is_object() {
+                                latest_message = v;
+                            }
+                        }
+                        "followup_action" => followup_action = parse_field(&key, &raw)?,
+                        "paused" => {
+                            paused = parse_field::<Option<bool>, _>(&key, &raw)?.unwrap_or(false)
+                        }
+                        "active_loop" => {
+                            active_loop = parse_field::<Option<ActiveLoop>, _>(&key, &raw)?
+                                .unwrap_or_default()
+                        }
+                        "active_form" => {
+                            active_form = parse_field::<Option<ActiveLoop>, _>(&key, &raw)?
+                        }
+                        "latest_action_name" => latest_action_name = parse_field(&key, &raw)?,
+                        "latest_event_time" => {
+                            parse_field::<Option<f64>, _>(&key, &raw)?;
+                        }
+                        "latest_input_channel" => {
+                            parse_field::<Option<String>, _>(&key, &raw)?;
+                        }
+                        _ => {}
+                    }
+                    fields.push((key, Some(raw)));
+                }
+                let sender_id = sender_id
+                    .ok_or_else(|| de::Error::custom("tracker.sender_id is missing"))?;
+                if active_loop.name.is_none() {
+                    if let Some(form) = active_form {
+                        active_loop = form;
+                    }
+                }
+                Ok(Tracker {
+                    sender_id,
+                    slots,
+                    latest_message,
+                    events: events.unwrap_or_default(),
+                    followup_action,
+                    paused,
+                    active_loop,
+                    latest_action_name,
+                    fields,
+                })
+            }
+        }
+        deserializer.deserialize_map(TrackerVisitor)
+    }
+}
+
+impl Serialize for Tracker {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.fields.len()))?;
+        for (key, raw) in &self.fields {
+            match raw {
+                Some(raw) => map.serialize_entry(key, raw)?,
+                None => map.serialize_entry(key, &self.events)?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl Tracker {
+    /// A tracker built in code (tests, tools): only the fields given.
+    pub fn new(sender_id: &str, slots: Slots, events: Vec<RawEvent>) -> Self {
+        Self {
+            sender_id: sender_id.to_owned(),
+            slots,
+            latest_message: Value::Object(Default::default()),
+            events,
+            followup_action: None,
+            paused: false,
+            active_loop: ActiveLoop::default(),
+            latest_action_name: None,
+            fields: vec![("sender_id".into(), RawValue::from_string(Value::from(sender_id).to_string()).ok())],
+        }
+    }
+
+    /// `get_slot(name)`: the slot's value, `None` when unset or null.
+    pub fn get_slot(&self, name: &str) -> Option<&Value> {
+        self.slots.get(name)
+    }
+
+    /// The events as Rasa applies them, like rasa-sdk's `applied_events()`: a `restart`
+    /// drops everything before it, `undo` removes back to and including the previous
+    /// `action`, `rewind` removes back to the previous `user` and then the previous
+    /// `action`. Linear in the number of events: every event is pushed and popped at most
+    /// once.
+    pub fn applied_events(&self) -> Vec<&RawEvent> {
+        applied(&self.events, false)
+    }
+
+    /// The applied events of the current session: like [`Self::applied_events`], and a
+    /// `session_started` also drops everything before it.
+    pub fn session_events(&self) -> Vec<&RawEvent> {
+        applied(&self.events, true)
+    }
+
+    /// Events after the latest `restart`, as rasa-sdk's `events_after_latest_restart()`.
+    pub fn events_after_latest_restart(&self) -> &[RawEvent] {
+        let start = self
+            .events
+            .iter()
+            .rposition(|e| e.kind() == EventKind::Restart)
+            .map_or(0, |i| i + 1);
+        &self.events[start..]
+    }
+
+    /// The parse data of the latest user message.
+    pub fn latest_message(&self) -> &Value {
+        &self.latest_message
+    }
+
+    /// The intent of the latest message: the first of `intent_ranking` that is not
+    /// `nlu_fallback`, else `intent.name`.
+    pub fn latest_intent(&self) -> Option<&str> {
+        let msg = &self.latest_message;
+        if let Some(ranking) = msg.get("intent_ranking").and_then(Value::as_array) {
+            if let Some(name) = ranking
+                .iter()
+                .filter_map(|i| i.get("name").and_then(Value::as_str))
+                .find(|n| *n != "nlu_fallback")
+            {
+                return Some(name);
+            }
+        }
+        msg.get("intent")?.get("name")?.as_str()
+    }
+
+    /// `get_latest_entity_values(entity_type, role, group)`.
+    pub fn latest_entity_values<'a>(
+        &'a self,
+        entity_type: &'a str,
+        role: Option<&'a str>,
+        group: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Value> + 'a {
+        self.latest_message
+            .get("entities")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(move |e| {
+                e.get("entity").and_then(Value::as_str) == Some(entity_type)
+                    && role.is_none_or(|r| e.get("role").and_then(Value::as_str) == Some(r))
+                    && group.is_none_or(|g| e.get("group").and_then(Value::as_str) == Some(g))
+            })
+            .filter_map(|e| e.get("value"))
+    }
+
+    /// `slots_to_validate()`: the trailing run of `slot` events, as slot name to value.
+    pub fn slots_to_validate(&self) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        for event in self.events.iter().rev() {
+            if event.kind() != EventKind::Slot {
+                break;
+            }
+            if let Ok(crate::protocol::Event::Slot(slot)) = event.typed() {
+                out.push((slot.name, slot.value));
+            }
+        }
+        out.reverse();
+        out
+    }
+
+    /// `active_loop_name`: `None` when no loop is active (or it is `should_not_be_set`).
+    pub fn active_loop_name(&self) -> Option<&str> {
+        self.active_loop
+            .name
+            .as_deref()
+            .filter(|n| *n != "should_not_be_set")
+    }
+
+    /// `get_latest_input_channel()`: the channel of the latest `user` event.
+    pub fn latest_input_channel(&self) -> Option<String> {
+        let event = self.events.iter().rev().find(|e| e.kind() == EventKind::User)?;
+        match event.typed().ok()? {
+            crate::protocol::Event::User(user) => user.input_channel,
+            _ => None,
+        }
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+}
+
+fn applied(events: &[RawEvent], session: bool) -> Vec<&RawEvent> {
+    fn undo_till<'a>(done: &mut Vec<&'a RawEvent>, kind: EventKind) {
+        while let Some(event) = done.pop() {
+            if event.kind() == kind {
+                break;
+            }
+        }
+    }
+    let mut done: Vec<&RawEvent> = Vec::with_capacity(events.len());
+    for event in events {
+        match event.kind() {
+            EventKind::Restart => done.clear(),
+            EventKind::SessionStarted if session => {
+                done.clear();
+                done.push(event);
+            }
+            EventKind::Undo => undo_till(&mut done, EventKind::Action),
+            EventKind::Rewind => {
+                undo_till(&mut done, EventKind::User);
+                undo_till(&mut done, EventKind::Action);
+            }
+            _ => done.push(event),
+        }
+    }
+    done
+}

@@ -1,0 +1,97 @@
+//! The errors a webhook call can end in, and their one mapping to HTTP: every error is
+//! JSON `{"error", "action_name"}`.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+use serde_json::json;
+
+/// Why a request was not served.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed or invalid. Rasa treats every 400 as a rejection and
+    /// reads `action_name`.
+    #[error("{message}")]
+    BadRequest {
+        message: String,
+        action_name: Option<String>,
+    },
+    /// The action refused to run.
+    #[error("{message}")]
+    Rejected {
+        message: String,
+        action_name: String,
+    },
+    #[error("No registered action found for name '{0}'.")]
+    UnknownAction(String),
+    #[error("Missing domain context, assistant will retry the request and include the domain in the request payload.")]
+    DomainMissing(String),
+    #[error("the request body is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("a valid token is required")]
+    Unauthorized,
+    #[error("not found")]
+    NotFound,
+    #[error("method not allowed; allowed: {0}")]
+    MethodNotAllowed(&'static str),
+    #[error("Content-Encoding `{0}` is not supported (deflate and gzip are)")]
+    UnsupportedEncoding(String),
+    /// The action broke. The cause goes to the log, never to the caller.
+    #[error("the action failed")]
+    ActionFailed {
+        action_name: String,
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("the server is shutting down")]
+    Unavailable,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>, action_name: Option<String>) -> Self {
+        Self::BadRequest {
+            message: message.into(),
+            action_name,
+        }
+    }
+
+    pub fn action_name(&self) -> Option<&str> {
+        match self {
+            Self::BadRequest { action_name, .. } => action_name.as_deref(),
+            Self::Rejected { action_name, .. }
+            | Self::UnknownAction(action_name)
+            | Self::DomainMissing(action_name)
+            | Self::ActionFailed { action_name, .. } => Some(action_name),
+            _ => None,
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } | Self::Rejected { .. } => StatusCode::BAD_REQUEST,
+            Self::UnknownAction(_) | Self::NotFound => StatusCode::NOT_FOUND,
+            Self::DomainMissing(_) => StatusCode::from_u16(449).expect("449 is a valid status"),
+            Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::ActionFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status_code());
+        match self {
+            Self::MethodNotAllowed(allow) => {
+                response.insert_header((header::ALLOW, *allow));
+            }
+            Self::Unauthorized => {
+                response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+            }
+            _ => {}
+        }
+        response.json(json!({"error": self.to_string(), "action_name": self.action_name()}))
+    }
+}

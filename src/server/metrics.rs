@@ -1,0 +1,91 @@
+//! Request counters and a latency histogram, exposed in Prometheus' text format on
+//! `GET /metrics`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+/// Counts requests by route, action and status, and their latency by route.
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: BTreeMap<(String, String, u16), u64>,
+    latency: BTreeMap<String, Histogram>,
+}
+
+impl Metrics {
+    pub fn record(&self, route: &str, action: &str, status: u16, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        *inner
+            .requests
+            .entry((route.to_owned(), action.to_owned(), status))
+            .or_default() += 1;
+        let histogram = inner.latency.entry(route.to_owned()).or_default();
+        for (count, bound) in histogram.counts.iter_mut().zip(BUCKETS) {
+            if secs <= bound {
+                *count += 1;
+            }
+        }
+        histogram.sum += secs;
+        histogram.count += 1;
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        out.push_str("# HELP actiongate_requests_total Requests served, by route, action and status.\n");
+        out.push_str("# TYPE actiongate_requests_total counter\n");
+        for ((route, action, status), n) in &inner.requests {
+            let _ = writeln!(
+                out,
+                "actiongate_requests_total{{route=\"{}\",action=\"{}\",status=\"{status}\"}} {n}",
+                escape(route),
+                escape(action)
+            );
+        }
+        out.push_str("# HELP actiongate_request_duration_seconds Time to answer a request, by route.\n");
+        out.push_str("# TYPE actiongate_request_duration_seconds histogram\n");
+        for (route, h) in &inner.latency {
+            let route = escape(route);
+            for (count, bound) in h.counts.iter().zip(BUCKETS) {
+                let _ = writeln!(
+                    out,
+                    "actiongate_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {count}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "actiongate_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(out, "actiongate_request_duration_seconds_sum{{route=\"{route}\"}} {}", h.sum);
+            let _ = writeln!(out, "actiongate_request_duration_seconds_count{{route=\"{route}\"}} {}", h.count);
+        }
+        out
+    }
+}
+
+fn escape(label: &str) -> String {
+    label
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -1,0 +1,341 @@
+//! The server's own records, through sqlx: operations (one per request key), the audit
+//! trail, and the per-account rate limits. A SQLite file by default, PostgreSQL when the
+//! URL says so; the same schema and the same statements on both.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+mod migrations;
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the database failed: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("unsupported database URL `{0}` (use sqlite:PATH or postgres://...)")]
+    Url(String),
+}
+
+/// Where an operation is: claimed → sent → applied | failed | unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpState {
+    Claimed,
+    Sent,
+    Applied,
+    Failed,
+    Unknown,
+}
+
+impl OpState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Claimed => "claimed",
+            Self::Sent => "sent",
+            Self::Applied => "applied",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        match s {
+            "claimed" => Self::Claimed,
+            "sent" => Self::Sent,
+            "applied" => Self::Applied,
+            "failed" => Self::Failed,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// Whether the operation has its final outcome.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Applied | Self::Failed)
+    }
+}
+
+/// One confirmed change, from the claim of its request key to its outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Operation {
+    pub request_key: String,
+    pub sender_id: String,
+    pub account: String,
+    pub subscription: String,
+    pub change_type: String,
+    pub revision: i64,
+    /// The confirmed terms, as JSON.
+    pub terms: String,
+    pub state: OpState,
+    /// The outcome object, as JSON, once known.
+    pub outcome: Option<String>,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One decision, as the audit trail keeps it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuditEntry {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// Milliseconds since the epoch.
+    pub at: i64,
+    pub action: String,
+    pub sender_id: String,
+    pub account: Option<String>,
+    /// `subscription change_type`, as requested.
+    pub target: Option<String>,
+    /// The terms read out in the question (JSON).
+    pub question_terms: Option<String>,
+    /// The service's terms (JSON).
+    pub service_terms: Option<String>,
+    pub status: String,
+    pub reason: Option<String>,
+    pub request_key: Option<String>,
+}
+
+/// The database.
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    postgres: bool,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Store {
+    /// Connects and applies the migrations. `sqlite:PATH` (created when missing) or
+    /// `postgres://...`.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        let url = if postgres {
+            url.to_owned()
+        } else if let Some(path) = url.strip_prefix("sqlite:") {
+            let path = path.trim_start_matches("//");
+            let (path, query) = path.split_once('?').unwrap_or((path, ""));
+            if let Some(parent) = std::path::Path::new(path).parent() {
+                if !parent.as_os_str().is_empty() {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+            }
+            let query = if query.is_empty() { "mode=rwc".to_owned() } else { query.to_owned() };
+            format!("sqlite://{path}?{query}")
+        } else {
+            return Err(StoreError::Url(url.to_owned()));
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(if postgres { 16 } else { 4 })
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if !postgres {
+                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        let store = Self { pool, postgres };
+        migrations::apply(&store.pool, postgres).await?;
+        Ok(store)
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        self.postgres
+    }
+
+    /// The operation under a request key.
+    pub async fn operation(&self, key: &str) -> Result<Option<Operation>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1"))
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| operation_from(&r)))
+    }
+
+    /// Claims a request key. Atomic: of any number of concurrent claims for one key, on
+    /// any number of replicas, exactly one returns `true`.
+    pub async fn claim(&self, op: &Operation) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO operations (request_key, sender_id, account, subscription, change_type, revision, \
+             terms, state, outcome, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'claimed', NULL, $8, $8) \
+             ON CONFLICT (request_key) DO NOTHING",
+        )
+        .bind(&op.request_key)
+        .bind(&op.sender_id)
+        .bind(&op.account)
+        .bind(&op.subscription)
+        .bind(&op.change_type)
+        .bind(op.revision)
+        .bind(&op.terms)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Moves an operation to a new state, with its outcome when known.
+    pub async fn set_state(&self, key: &str, state: OpState, outcome: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE operations SET state = $1, outcome = COALESCE($2, outcome), updated_at = $3 WHERE request_key = $4")
+            .bind(state.as_str())
+            .bind(outcome)
+            .bind(now_ms())
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Gives a claim back when nothing was sent, so the same confirmation can be tried
+    /// again (rate limited, or the service unreachable before the command left).
+    pub async fn release(&self, key: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM operations WHERE request_key = $1 AND state IN ('claimed', 'sent')")
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The sender's latest operation (what `check_subscription_change` looks at).
+    pub async fn latest_for_sender(&self, sender: &str) -> Result<Option<Operation>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE sender_id = $1 ORDER BY created_at DESC LIMIT 1"
+        ))
+        .bind(sender)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| operation_from(&r)))
+    }
+
+    /// Operations whose outcome is not known (claimed, sent or unknown), untouched for
+    /// `min_age`.
+    pub async fn unresolved(&self, min_age: Duration) -> Result<Vec<Operation>, StoreError> {
+        let before = now_ms() - min_age.as_millis() as i64;
+        let rows = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE state IN ('claimed', 'sent', 'unknown') AND updated_at <= $1 ORDER BY created_at"
+        ))
+        .bind(before)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(operation_from).collect())
+    }
+
+    /// Takes one token from the account's bucket (shared by every replica using this
+    /// database). `false`: the budget is spent.
+    pub async fn take_token(&self, account: &str, capacity: f64, per_second: f64) -> Result<bool, StoreError> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO rate_buckets (account, tokens, updated_at) VALUES ($1, CAST($2 AS DOUBLE PRECISION), $3) \
+             ON CONFLICT (account) DO NOTHING",
+        )
+        .bind(account)
+        .bind(capacity)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        // One statement: refill by the time elapsed (capped), then take one if there is one.
+        let refilled = "(CASE WHEN tokens + (CASE WHEN CAST($2 AS BIGINT) > updated_at THEN CAST($2 AS BIGINT) - updated_at ELSE 0 END) \
+             * CAST($3 AS DOUBLE PRECISION) > CAST($4 AS DOUBLE PRECISION) THEN CAST($4 AS DOUBLE PRECISION) \
+             ELSE tokens + (CASE WHEN CAST($2 AS BIGINT) > updated_at THEN CAST($2 AS BIGINT) - updated_at ELSE 0 END) \
+             * CAST($3 AS DOUBLE PRECISION) END)";
+        let done = sqlx::query(&format!(
+            "UPDATE rate_buckets SET tokens = {refilled} - 1, updated_at = CAST($2 AS BIGINT) \
+             WHERE account = $1 AND {refilled} >= 1"
+        ))
+        .bind(account)
+        .bind(now)
+        .bind(per_second / 1000.0)
+        .bind(capacity)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Appends one decision to the audit trail.
+    pub async fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO audit (at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(entry.at)
+        .bind(&entry.action)
+        .bind(&entry.sender_id)
+        .bind(&entry.account)
+        .bind(&entry.target)
+        .bind(&entry.question_terms)
+        .bind(&entry.service_terms)
+        .bind(&entry.status)
+        .bind(&entry.reason)
+        .bind(&entry.request_key)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Reads the audit trail, oldest first.
+    pub async fn audit_entries(&self, sender: Option<&str>, since_ms: Option<i64>) -> Result<Vec<AuditEntry>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key \
+             FROM audit WHERE (CAST($1 AS TEXT) IS NULL OR sender_id = CAST($1 AS TEXT)) AND at >= $2 ORDER BY id",
+        )
+        .bind(sender)
+        .bind(since_ms.unwrap_or(0))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| AuditEntry {
+                id: Some(r.get(0)),
+                at: r.get(1),
+                action: r.get(2),
+                sender_id: r.get(3),
+                account: r.get(4),
+                target: r.get(5),
+                question_terms: r.get(6),
+                service_terms: r.get(7),
+                status: r.get(8),
+                reason: r.get(9),
+                request_key: r.get(10),
+            })
+            .collect())
+    }
+
+    /// Drops audit entries older than the retention period; returns how many.
+    pub async fn prune_audit(&self, retention: Duration) -> Result<u64, StoreError> {
+        let before = now_ms() - retention.as_millis() as i64;
+        let done = sqlx::query("DELETE FROM audit WHERE at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+const OP_COLUMNS: &str = "request_key, sender_id, account, subscription, change_type, revision, terms, state, outcome, created_at, updated_at";
+
+fn operation_from(r: &AnyRow) -> Operation {
+    Operation {
+        request_key: r.get(0),
+        sender_id: r.get(1),
+        account: r.get(2),
+        subscription: r.get(3),
+        change_type: r.get(4),
+        revision: r.get(5),
+        terms: r.get(6),
+        state: OpState::parse(r.get::<&str, _>(7)),
+        outcome: r.get(8),
+        created_at: r.get(9),
+        updated_at: r.get(10),
+    }
+}

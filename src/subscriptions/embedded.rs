@@ -1,0 +1,396 @@
+//! The embedded subscription service: a real HTTP implementation of the service's
+//! contract (CONTRACT.md section 6), with its records in SQLite so they survive a
+//! restart. `actiongate serve` runs it in-process unless a service URL is given;
+//! `actiongate subscription-service` runs it alone.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{Row, SqlitePool};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use super::model::{Change, Note, Subscription};
+
+/// The demo records shipped with the project (`data/demo_subscriptions.json`).
+pub const DEMO_DATA: &str = include_str!("../../data/demo_subscriptions.json");
+
+/// How the embedded service is set up.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    /// The SQLite file holding the records (created when missing).
+    pub database: std::path::PathBuf,
+    /// Records to load when the database is empty (JSON array of subscriptions).
+    pub seed: Option<String>,
+    /// When set, every request must carry `Authorization: Bearer` with this token.
+    pub token: Option<String>,
+    /// How long a command stays in flight before it is applied (for demos of retries
+    /// and time-outs; zero in normal use).
+    pub command_delay: Duration,
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceStartError {
+    #[error("the service's database could not be opened: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("the seed data is invalid: {0}")]
+    Seed(#[from] serde_json::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+struct State {
+    db: SqlitePool,
+    token: Option<String>,
+    command_delay: Duration,
+}
+
+/// Opens (and seeds, when empty) the service's database.
+async fn open(settings: &ServiceSettings) -> Result<SqlitePool, ServiceStartError> {
+    let options = SqliteConnectOptions::new()
+        .filename(&settings.database)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(Duration::from_secs(10));
+    // One connection: every command is serialised, which is what makes If-Match and the
+    // idempotency record checks atomic.
+    let db = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS records (id TEXT PRIMARY KEY, account TEXT NOT NULL, body TEXT NOT NULL)",
+    )
+    .execute(&db)
+    .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS changes (request_key TEXT PRIMARY KEY, body_hash TEXT NOT NULL, \
+         state TEXT NOT NULL, response TEXT)",
+    )
+    .execute(&db)
+    .await?;
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM records").fetch_one(&db).await?;
+    if count == 0 {
+        if let Some(seed) = &settings.seed {
+            let records: Vec<Subscription> = serde_json::from_str(seed)?;
+            for record in records {
+                save(&db, &record).await?;
+            }
+        }
+    }
+    Ok(db)
+}
+
+async fn save<'e, E: sqlx::SqliteExecutor<'e>>(db: E, record: &Subscription) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO records (id, account, body) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET account = excluded.account, body = excluded.body")
+        .bind(&record.id)
+        .bind(&record.account)
+        .bind(serde_json::to_string(record).expect("a record serialises"))
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+async fn load<'e, E: sqlx::SqliteExecutor<'e>>(db: E, id: &str) -> Result<Option<Subscription>, sqlx::Error> {
+    let row = sqlx::query("SELECT body FROM records WHERE id = ?")
+        .bind(id)
+        .fetch_optional(db)
+        .await?;
+    Ok(row.map(|r| serde_json::from_str(r.get::<&str, _>(0)).expect("stored records are valid")))
+}
+
+/// Starts the service on a bound listener.
+pub async fn serve(listener: TcpListener, settings: ServiceSettings) -> Result<Server, ServiceStartError> {
+    let db = open(&settings).await?;
+    let state = web::Data::new(State {
+        db,
+        token: settings.token.clone(),
+        command_delay: settings.command_delay,
+    });
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(web::JsonConfig::default().error_handler(|err, _| {
+                let message = err.to_string();
+                actix_web::error::InternalError::from_response(err, error(StatusCode::BAD_REQUEST, "invalid_body", &message)).into()
+            }))
+            .route("/v1/accounts/{account}/subscriptions", web::get().to(list))
+            .route("/v1/subscriptions/{id}", web::get().to(get))
+            .route("/v1/subscriptions/{id}", web::put().to(put))
+            .route("/v1/subscriptions/{id}/changes", web::post().to(change))
+            .route("/v1/changes/{key}", web::get().to(get_change))
+            .default_service(web::to(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such route") }))
+    })
+    .workers(2)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    Ok(server)
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
+    HttpResponse::build(status).json(json!({"error": code, "message": message}))
+}
+
+fn internal(e: sqlx::Error) -> HttpResponse {
+    tracing::error!(error = %e, "the embedded service's database failed");
+    error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the service's database failed")
+}
+
+impl State {
+    fn authorized(&self, req: &HttpRequest) -> bool {
+        let Some(token) = &self.token else { return true };
+        req.headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|given| {
+                use subtle::ConstantTimeEq;
+                let a: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+                let b: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+                bool::from(a.ct_eq(&b))
+            })
+    }
+}
+
+macro_rules! authorize {
+    ($state:expr, $req:expr) => {
+        if !$state.authorized(&$req) {
+            return error(StatusCode::UNAUTHORIZED, "unauthorized", "a valid token is required");
+        }
+    };
+}
+
+async fn list(req: HttpRequest, state: web::Data<State>, account: web::Path<String>) -> HttpResponse {
+    authorize!(state, req);
+    let rows = sqlx::query("SELECT body FROM records WHERE account = ? ORDER BY id")
+        .bind(account.as_str())
+        .fetch_all(&state.db)
+        .await;
+    match rows {
+        Ok(rows) => {
+            let records: Vec<Subscription> = rows
+                .iter()
+                .map(|r| serde_json::from_str(r.get::<&str, _>(0)).expect("stored records are valid"))
+                .collect();
+            HttpResponse::Ok().json(records)
+        }
+        Err(e) => internal(e),
+    }
+}
+
+fn with_etag(record: &Subscription, status: StatusCode) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header((header::ETAG, format!("\"r{}\"", record.revision)))
+        .json(record)
+}
+
+async fn get(req: HttpRequest, state: web::Data<State>, id: web::Path<String>) -> HttpResponse {
+    authorize!(state, req);
+    match load(&state.db, &id).await {
+        Ok(Some(record)) => with_etag(&record, StatusCode::OK),
+        Ok(None) => error(StatusCode::NOT_FOUND, "unknown_subscription", "no such subscription"),
+        Err(e) => internal(e),
+    }
+}
+
+/// The administration route: create or replace a record; the service sets the revision.
+async fn put(
+    req: HttpRequest,
+    state: web::Data<State>,
+    id: web::Path<String>,
+    body: web::Json<Subscription>,
+) -> HttpResponse {
+    authorize!(state, req);
+    let mut record = body.into_inner();
+    if record.id != *id {
+        return error(StatusCode::UNPROCESSABLE_ENTITY, "id_mismatch", "the body's id is not the path's");
+    }
+    let result: Result<Subscription, sqlx::Error> = async {
+        let mut tx = state.db.begin().await?;
+        let revision = load(&mut *tx, &id).await?.map_or(1, |old| old.revision + 1);
+        record.revision = revision;
+        for note in &mut record.notes {
+            if note.revision == 0 {
+                note.revision = revision;
+            }
+        }
+        save(&mut *tx, &record).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+    .await;
+    match result {
+        Ok(record) => with_etag(&record, StatusCode::OK),
+        Err(e) => internal(e),
+    }
+}
+
+#[derive(Deserialize)]
+struct ChangeRequest {
+    change_type: String,
+}
+
+/// `POST /v1/subscriptions/{id}/changes`: If-Match and Idempotency-Key required.
+async fn change(
+    req: HttpRequest,
+    state: web::Data<State>,
+    id: web::Path<String>,
+    body: web::Json<ChangeRequest>,
+) -> HttpResponse {
+    authorize!(state, req);
+    let header_str = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let (Some(if_match), Some(key)) = (header_str("if-match"), header_str("idempotency-key")) else {
+        return error(StatusCode::PRECONDITION_REQUIRED, "precondition_required", "If-Match and Idempotency-Key are required");
+    };
+    let body_hash = hex::encode(Sha256::digest(format!("{}\n{}", *id, body.change_type)));
+    match begin_change(&state.db, &id, &key, &body_hash, &if_match, &body.change_type).await {
+        Ok(Begin::Proceed) => {}
+        Ok(Begin::Answer(response)) => return response,
+        Err(e) => return internal(e),
+    }
+    if !state.command_delay.is_zero() {
+        tokio::time::sleep(state.command_delay).await;
+    }
+    match finish_change(&state.db, &id, &key, &body.change_type).await {
+        Ok(change) => HttpResponse::Created().json(change),
+        Err(e) => internal(e),
+    }
+}
+
+enum Begin {
+    Proceed,
+    Answer(HttpResponse),
+}
+
+/// Checks the key, the record and the precondition, and marks the key in flight.
+async fn begin_change(
+    db: &SqlitePool,
+    id: &str,
+    key: &str,
+    body_hash: &str,
+    if_match: &str,
+    change_type: &str,
+) -> Result<Begin, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let existing = sqlx::query("SELECT body_hash, state, response FROM changes WHERE request_key = ?")
+        .bind(key)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if let Some(row) = existing {
+        let (hash, state, response): (String, String, Option<String>) = (row.get(0), row.get(1), row.get(2));
+        let answer = if hash != body_hash {
+            error(StatusCode::UNPROCESSABLE_ENTITY, "key_reused", "this Idempotency-Key was used with a different request")
+        } else if state == "in_flight" {
+            error(StatusCode::CONFLICT, "in_flight", "a request with this Idempotency-Key is in flight")
+        } else {
+            HttpResponse::Ok()
+                .insert_header(("Idempotent-Replayed", "true"))
+                .content_type("application/json")
+                .body(response.unwrap_or_default())
+        };
+        return Ok(Begin::Answer(answer));
+    }
+    let Some(record) = load(&mut *tx, id).await? else {
+        return Ok(Begin::Answer(error(StatusCode::NOT_FOUND, "unknown_subscription", "no such subscription")));
+    };
+    if if_match.trim_matches('"') != format!("r{}", record.revision) {
+        return Ok(Begin::Answer(with_etag(&record, StatusCode::PRECONDITION_FAILED)));
+    }
+    if record.option(change_type).is_none() {
+        return Ok(Begin::Answer(error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "change_not_offered",
+            &format!("{change_type} is not offered on {id}"),
+        )));
+    }
+    sqlx::query("INSERT INTO changes (request_key, body_hash, state) VALUES (?, ?, 'in_flight')")
+        .bind(key)
+        .bind(body_hash)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Begin::Proceed)
+}
+
+/// Applies the change: a new revision, the option consumed, a note saying why.
+async fn finish_change(db: &SqlitePool, id: &str, key: &str, change_type: &str) -> Result<Change, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let mut record = load(&mut *tx, id).await?.expect("the record was there when the change began");
+    let option = record.option(change_type).cloned();
+    record.revision += 1;
+    let now = OffsetDateTime::now_utc().format(&Rfc3339).expect("now formats");
+    let effective_at = option.as_ref().map_or_else(String::new, |o| o.effective_at.clone());
+    record.options.retain(|o| o.change_type != change_type);
+    if change_type == "stop_renewal" {
+        record.status = "ending".to_owned();
+        record.options.clear();
+    }
+    record.notes.push(Note {
+        revision: record.revision,
+        at: now,
+        text: format!("{change_type} scheduled for {effective_at} at the customer's request."),
+    });
+    save(&mut *tx, &record).await?;
+    let change = Change {
+        request_key: key.to_owned(),
+        subscription: id.to_owned(),
+        change_type: change_type.to_owned(),
+        status: "scheduled".to_owned(),
+        effective_at,
+        revision: record.revision,
+    };
+    sqlx::query("UPDATE changes SET state = 'done', response = ? WHERE request_key = ?")
+        .bind(serde_json::to_string(&change).expect("a change serialises"))
+        .bind(key)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(change)
+}
+
+async fn get_change(req: HttpRequest, state: web::Data<State>, key: web::Path<String>) -> HttpResponse {
+    authorize!(state, req);
+    let row = sqlx::query("SELECT response FROM changes WHERE request_key = ? AND state = 'done'")
+        .bind(key.as_str())
+        .fetch_optional(&state.db)
+        .await;
+    match row {
+        Ok(Some(row)) => HttpResponse::Ok()
+            .content_type("application/json")
+            .body(row.get::<String, _>(0)),
+        Ok(None) => error(StatusCode::NOT_FOUND, "unknown_change", "no change was made under this key"),
+        Err(e) => internal(e),
+    }
+}
+
+/// The running embedded service: its port, and a handle to stop it.
+pub struct Running {
+    pub port: u16,
+    pub handle: actix_web::dev::ServerHandle,
+}
+
+/// Binds `127.0.0.1:port` (0 picks a free port) and starts the service in the background.
+pub async fn start(port: u16, settings: ServiceSettings) -> Result<Running, ServiceStartError> {
+    let listener = TcpListener::bind(("127.0.0.1", port))?;
+    let port = listener.local_addr()?.port();
+    let server = serve(listener, settings).await?;
+    let handle = server.handle();
+    tokio::spawn(server);
+    Ok(Running { port, handle })
+}

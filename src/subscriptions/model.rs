@@ -1,0 +1,137 @@
+//! The subscription service's records, as its HTTP API carries them.
+
+use serde::{Deserialize, Serialize};
+use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
+use time::OffsetDateTime;
+
+/// A subscription record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Subscription {
+    pub id: String,
+    pub account: String,
+    pub product: String,
+    pub plan: String,
+    pub status: String,
+    #[serde(default)]
+    pub revision: i64,
+    #[serde(default)]
+    pub options: Vec<ChangeOption>,
+    #[serde(default)]
+    pub notes: Vec<Note>,
+}
+
+/// A change the service offers on a subscription, with its terms.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ChangeOption {
+    pub change_type: String,
+    pub label: String,
+    /// RFC 3339, UTC.
+    pub effective_at: String,
+    /// What the customer keeps and loses, in one line.
+    pub entitlements: String,
+}
+
+/// Why a record changed; `revision` names the revision the change produced.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Note {
+    #[serde(default)]
+    pub revision: i64,
+    pub at: String,
+    pub text: String,
+}
+
+/// A change the service made.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Change {
+    pub request_key: String,
+    pub subscription: String,
+    pub change_type: String,
+    pub status: String,
+    pub effective_at: String,
+    pub revision: i64,
+}
+
+impl Subscription {
+    pub fn option(&self, change_type: &str) -> Option<&ChangeOption> {
+        self.options.iter().find(|o| o.change_type == change_type)
+    }
+
+    /// `WS-SUB-3304 (Style Box, monthly)`.
+    pub fn display_name(&self) -> String {
+        format!("{} ({}, {})", self.id, self.product, self.plan)
+    }
+
+    /// The notes explaining revisions after `revision`, joined: a blocked outcome's `why`.
+    pub fn why_since(&self, revision: i64) -> Option<String> {
+        let texts: Vec<&str> = self
+            .notes
+            .iter()
+            .filter(|n| n.revision > revision)
+            .map(|n| n.text.as_str())
+            .collect();
+        (!texts.is_empty()).then(|| texts.join(" "))
+    }
+}
+
+/// `{subscription id} {change type} r{revision}`.
+pub fn change_tag(subscription: &str, change_type: &str, revision: i64) -> String {
+    format!("{subscription} {change_type} r{revision}")
+}
+
+/// A parsed change tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    pub subscription: String,
+    pub change_type: String,
+    pub revision: i64,
+}
+
+impl Tag {
+    /// Parses `WS-SUB-3304 stop_renewal r4`; anything else is `None`.
+    pub fn parse(tag: &str) -> Option<Self> {
+        let mut parts = tag.split(' ');
+        let subscription = parts.next().filter(|s| !s.is_empty())?;
+        let change_type = parts.next().filter(|s| !s.is_empty())?;
+        let revision = parts.next()?.strip_prefix('r')?;
+        if parts.next().is_some() || revision.is_empty() || !revision.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(Self {
+            subscription: subscription.to_owned(),
+            change_type: change_type.to_owned(),
+            revision: revision.parse().ok()?,
+        })
+    }
+}
+
+/// `2027-01-01T00:00:00Z` → `2027-01-01 00:00 UTC`, the form read out to the customer.
+pub fn effective_text(effective_at: &str) -> Option<String> {
+    let at = OffsetDateTime::parse(effective_at, &Rfc3339).ok()?;
+    let at = at.to_offset(time::UtcOffset::UTC);
+    at.format(format_description!("[year]-[month]-[day] [hour]:[minute] UTC"))
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_and_reject_anything_else() {
+        let tag = Tag::parse(&change_tag("WS-SUB-3304", "stop_renewal", 4)).unwrap();
+        assert_eq!(tag.revision, 4);
+        for bad in ["", "WS-SUB-3304", "WS-SUB-3304 stop_renewal", "WS-SUB-3304 stop_renewal 4",
+            "WS-SUB-3304 stop_renewal r", "WS-SUB-3304 stop_renewal r4 x", "WS-SUB-3304  stop_renewal r4",
+            "WS-SUB-3304 stop_renewal r-4", "stop_renewal"] {
+            assert_eq!(Tag::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn effective_dates_are_read_out_in_utc() {
+        assert_eq!(effective_text("2027-01-01T00:00:00Z").unwrap(), "2027-01-01 00:00 UTC");
+        assert_eq!(effective_text("2027-01-01T01:30:00+01:00").unwrap(), "2027-01-01 00:30 UTC");
+        assert_eq!(effective_text("tomorrow"), None);
+    }
+}
