@@ -6,7 +6,32 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::protocol::{Event, EventKind, RawEvent};
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use crate::protocol::{EventKind, RawEvent};
+
+/// The fields of `user`, `bot`, `action` and `slot` events this module reads.
+#[derive(Deserialize)]
+struct Lite<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    metadata: Option<LiteMetadata<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    value: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct LiteMetadata<'a> {
+    #[serde(borrow, default)]
+    utter_action: Option<Cow<'a, str>>,
+}
 
 /// The change-memory slots, written only by `select_subscription_change`.
 pub const CHANGE_MEMORY: [&str; 5] = [
@@ -41,8 +66,6 @@ pub struct Conversation {
     pub question: Option<Question>,
     /// The latest customer message after that question, if any.
     pub answer: Option<Answer>,
-    /// The customer's own messages (not `/intent` commands), in order.
-    pub customer_messages: Vec<String>,
     /// The change memory as the latest `select_subscription_change` wrote it, or `None`
     /// when any change-memory slot was last set by something else.
     pub selected_memory: Option<HashMap<String, Value>>,
@@ -80,8 +103,10 @@ pub fn read(
     let mut select_runs = 0usize;
     let mut memory: HashMap<&'static str, (Value, Setter)> = HashMap::new();
     for (position, event) in events.iter().enumerate() {
-        let typed = || {
-            event.typed().map_err(|source| MalformedEvent {
+        // Only the fields read here are parsed (borrowed where the JSON allows), not the
+        // whole typed event: this loop runs over the whole session on every apply.
+        let lite = |_: ()| -> Result<Lite, MalformedEvent> {
+            serde_json::from_str(event.raw().get()).map_err(|source| MalformedEvent {
                 position,
                 kind: event.name().to_owned(),
                 source,
@@ -90,47 +115,47 @@ pub fn read(
         match event.kind() {
             EventKind::User => {
                 current_action = None;
-                let Event::User(user) = typed()? else { continue };
+                let user = lite(())?;
                 let text = user.text.unwrap_or_default();
                 if text.starts_with('/') {
                     continue;
                 }
-                conversation.customer_messages.push(text.clone());
                 if conversation.question.is_some() {
                     conversation.answer = Some(Answer {
-                        text,
-                        timestamp: user.timestamp,
-                        message_id: user.message_id,
+                        text: text.into_owned(),
+                        timestamp: event.timestamp(),
+                        message_id: user.message_id.map(Cow::into_owned),
                     });
                 }
             }
             EventKind::Bot => {
-                let Event::Bot(bot) = typed()? else { continue };
-                if bot.utter_action() == Some(confirm_response) {
+                let bot = lite(())?;
+                if bot.metadata.and_then(|m| m.utter_action).as_deref() == Some(confirm_response) {
                     conversation.question = Some(Question {
-                        text: bot.text.unwrap_or_default(),
-                        timestamp: bot.timestamp,
+                        text: bot.text.unwrap_or_default().into_owned(),
+                        timestamp: event.timestamp(),
                         position,
                     });
                     conversation.answer = None;
                 }
             }
             EventKind::Action => {
-                let Event::Action(action) = typed()? else { continue };
+                let action = lite(())?;
                 if action.name.as_deref() == Some(select_action) {
                     select_runs += 1;
                 }
-                current_action = action.name;
+                current_action = action.name.map(Cow::into_owned);
             }
             EventKind::Slot => {
-                let Event::Slot(slot) = typed()? else { continue };
-                if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == slot.name) {
+                let slot = lite(())?;
+                let name = slot.name.unwrap_or_default();
+                if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
                     let setter = if current_action.as_deref() == Some(select_action) {
                         Setter::Select(select_runs)
                     } else {
                         Setter::Other
                     };
-                    memory.insert(field, (slot.value, setter));
+                    memory.insert(field, (slot.value.unwrap_or(Value::Null), setter));
                 }
             }
             _ => {}

@@ -689,7 +689,8 @@ impl Runner<'_> {
                     self.service_put(put).await?;
                 }
                 self.send(&sender, text, metadata).await?;
-            } else if expected.is_empty() {
+            }
+            if expected.is_empty() {
                 continue;
             }
             let events = self.tracker_events(&sender).await?;
