@@ -51,8 +51,10 @@ fn benches(c: &mut Criterion) {
     }
     group.finish();
 
-    let parsed: Vec<(usize, WebhookRequest)> =
-        bodies.iter().map(|(n, text)| (*n, serde_json::from_str(text).unwrap())).collect();
+    let parsed: Vec<(usize, WebhookRequest)> = bodies
+        .iter()
+        .map(|(n, text)| (*n, serde_json::from_str(text).unwrap()))
+        .collect();
     let mut group = c.benchmark_group("applied_events");
     for (n, request) in &parsed {
         group.throughput(Throughput::Elements(*n as u64));
@@ -70,7 +72,12 @@ fn benches(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(n), tracker, |b, tracker| {
             b.iter(|| {
                 let events = tracker.session_events();
-                conversation::read(&events, "utter_confirm_subscription_change", "select_subscription_change").unwrap()
+                conversation::read(
+                    &events,
+                    "utter_confirm_subscription_change",
+                    "select_subscription_change",
+                )
+                .unwrap()
             })
         });
     }

@@ -61,7 +61,11 @@ impl Settings {
         Self::from_parts(args, &file, &args.endpoints)
     }
 
-    fn from_parts(args: &ServeArgs, file: &EndpointsFile, path: &Path) -> Result<Self, ConfigError> {
+    fn from_parts(
+        args: &ServeArgs,
+        file: &EndpointsFile,
+        path: &Path,
+    ) -> Result<Self, ConfigError> {
         let section = file.actiongate.as_ref();
         let subs = section.and_then(|s| s.subscriptions.as_ref());
         let embedded_section = section.and_then(|s| s.embedded_service.as_ref());
@@ -79,18 +83,33 @@ impl Settings {
             .or_else(|| section.and_then(|s| s.database_url.clone()))
             .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("actiongate.db").display()));
         if !(database_url.starts_with("sqlite:") || database_url.starts_with("postgres")) {
-            return Err(ConfigError::new(path, "actiongate.database_url", "must be sqlite:PATH or postgres://..."));
+            return Err(ConfigError::new(
+                path,
+                "actiongate.database_url",
+                "must be sqlite:PATH or postgres://...",
+            ));
         }
         let embedded_seed = match embedded_section.and_then(|e| e.seed.as_ref()) {
             None => DEMO_DATA.to_owned(),
             Some(seed) => std::fs::read_to_string(seed).map_err(|e| {
-                ConfigError::new(path, "actiongate.embedded_service.seed", format!("{}: {e}", seed.display()))
+                ConfigError::new(
+                    path,
+                    "actiongate.embedded_service.seed",
+                    format!("{}: {e}", seed.display()),
+                )
             })?,
         };
-        let subscriptions_url = args.subscriptions_url.clone().or_else(|| subs.and_then(|s| s.url.clone()));
+        let subscriptions_url = args
+            .subscriptions_url
+            .clone()
+            .or_else(|| subs.and_then(|s| s.url.clone()));
         if let Some(url) = &subscriptions_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(ConfigError::new(path, "actiongate.subscriptions.url", "must be an http(s) URL"));
+                return Err(ConfigError::new(
+                    path,
+                    "actiongate.subscriptions.url",
+                    "must be an http(s) URL",
+                ));
             }
         }
         let timeout = args
@@ -98,7 +117,11 @@ impl Settings {
             .or_else(|| subs.and_then(|s| s.timeout_secs))
             .unwrap_or(5.0);
         if !(timeout > 0.0 && timeout <= 300.0) {
-            return Err(ConfigError::new(path, "actiongate.subscriptions.timeout_secs", "must be in (0, 300]"));
+            return Err(ConfigError::new(
+                path,
+                "actiongate.subscriptions.timeout_secs",
+                "must be in (0, 300]",
+            ));
         }
         let limits = BodyLimits {
             max_body: args
@@ -117,9 +140,16 @@ impl Settings {
             .rate_per_hour
             .or_else(|| rate.and_then(|r| r.per_hour))
             .unwrap_or(5.0);
-        let capacity = args.rate_capacity.or_else(|| rate.and_then(|r| r.capacity)).unwrap_or(5.0);
+        let capacity = args
+            .rate_capacity
+            .or_else(|| rate.and_then(|r| r.capacity))
+            .unwrap_or(5.0);
         if capacity < 1.0 || per_hour < 0.0 {
-            return Err(ConfigError::new(path, "actiongate.rate_limit", "capacity must be at least 1 and per_hour not negative"));
+            return Err(ConfigError::new(
+                path,
+                "actiongate.rate_limit",
+                "capacity must be at least 1 and per_hour not negative",
+            ));
         }
         Ok(Self {
             host: args.host.clone().unwrap_or_else(|| "0.0.0.0".to_owned()),
@@ -138,12 +168,18 @@ impl Settings {
                     .or_else(|| action_endpoint.and_then(|a| a.token_name.clone()))
                     .unwrap_or_else(|| "token".to_owned()),
                 cors,
-                workers: args.workers.or_else(|| server.and_then(|s| s.workers)).unwrap_or(0),
+                workers: args
+                    .workers
+                    .or_else(|| server.and_then(|s| s.workers))
+                    .unwrap_or(0),
                 ..ServerSettings::default()
             },
             tls: args.ssl_certificate.clone().zip(args.ssl_keyfile.clone()),
             subscriptions_url,
-            subscriptions_token: args.subscriptions_token.clone().or_else(|| subs.and_then(|s| s.token.clone())),
+            subscriptions_token: args
+                .subscriptions_token
+                .clone()
+                .or_else(|| subs.and_then(|s| s.token.clone())),
             subscriptions_timeout: Duration::from_secs_f64(timeout),
             embedded_port: args
                 .embedded_service_port
@@ -162,7 +198,9 @@ impl Settings {
                     .and_then(|c| c.confirm_response.clone())
                     .unwrap_or_else(|| ConsentConfig::default().confirm_response),
                 window: Duration::from_secs(
-                    args.confirmation_window.or_else(|| consent.and_then(|c| c.window_secs)).unwrap_or(600),
+                    args.confirmation_window
+                        .or_else(|| consent.and_then(|c| c.window_secs))
+                        .unwrap_or(600),
                 ),
                 identity: IdentityConfig {
                     account_key: args
@@ -190,7 +228,11 @@ impl Settings {
                 86_400
                     * args
                         .audit_retention_days
-                        .or_else(|| section.and_then(|s| s.audit.as_ref()).and_then(|a| a.retention_days))
+                        .or_else(|| {
+                            section
+                                .and_then(|s| s.audit.as_ref())
+                                .and_then(|a| a.retention_days)
+                        })
                         .unwrap_or(90),
             ),
             reconcile_interval: Duration::from_secs(args.reconcile_interval.max(1)),
@@ -225,12 +267,22 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
                 },
             )
             .await?;
-            tracing::info!(port = running.port, "embedded subscription service listening on 127.0.0.1");
-            (format!("http://127.0.0.1:{}", running.port), Some(running.port))
+            tracing::info!(
+                port = running.port,
+                "embedded subscription service listening on 127.0.0.1"
+            );
+            (
+                format!("http://127.0.0.1:{}", running.port),
+                Some(running.port),
+            )
         }
     };
     let store = Store::connect(&settings.database_url).await?;
-    let client = ServiceClient::new(&service_url, settings.subscriptions_timeout, settings.subscriptions_token.clone())?;
+    let client = ServiceClient::new(
+        &service_url,
+        settings.subscriptions_timeout,
+        settings.subscriptions_token.clone(),
+    )?;
     let guard = Guard {
         config: Arc::new(settings.consent.clone()),
         client,
@@ -239,7 +291,12 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
     // Only operations untouched for longer than a command can take are reconciled, so a
     // command still in flight on another replica is left alone.
     let min_age = settings.subscriptions_timeout * 2 + Duration::from_secs(1);
-    spawn_housekeeping(guard.clone(), settings.reconcile_interval, min_age, settings.audit_retention);
+    spawn_housekeeping(
+        guard.clone(),
+        settings.reconcile_interval,
+        min_age,
+        settings.audit_retention,
+    );
     let registry = subscription_actions(Subscriptions { guard });
     let listener = TcpListener::bind((settings.host.as_str(), settings.port))?;
     let port = listener.local_addr()?.port();
@@ -282,7 +339,8 @@ fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, StartErro
         .map_err(|e| StartError::Tls(format!("{}: {e}", cert.display())))?
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| StartError::Tls(format!("{}: {e}", cert.display())))?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| StartError::Tls(format!("{}: {e}", key.display())))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| StartError::Tls(format!("{}: {e}", key.display())))?;
     rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(certs, key)
@@ -311,13 +369,15 @@ pub fn check(args: &crate::cli::CheckArgs) -> Vec<ConfigError> {
             problems.push(e);
             ConsentConfig::default().confirm_response
         }
-        Ok(file) => match Settings::from_parts(&serve, &file.unwrap_or_default(), &args.endpoints) {
-            Ok(settings) => settings.consent.confirm_response,
-            Err(e) => {
-                problems.push(e);
-                ConsentConfig::default().confirm_response
+        Ok(file) => {
+            match Settings::from_parts(&serve, &file.unwrap_or_default(), &args.endpoints) {
+                Ok(settings) => settings.consent.confirm_response,
+                Err(e) => {
+                    problems.push(e);
+                    ConsentConfig::default().confirm_response
+                }
             }
-        },
+        }
     };
     problems.extend(crate::project::check(&args.project, &confirm_response));
     problems
@@ -378,8 +438,11 @@ pub async fn audit(args: &crate::cli::AuditArgs) -> Result<String, StartError> {
     let since = match &args.since {
         None => None,
         Some(text) => {
-            let at = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-                .map_err(|e| ConfigError::new("--since", "since", format!("{text:?} is not RFC 3339: {e}")))?;
+            let at =
+                time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                    .map_err(|e| {
+                    ConfigError::new("--since", "since", format!("{text:?} is not RFC 3339: {e}"))
+                })?;
             Some((at.unix_timestamp_nanos() / 1_000_000) as i64)
         }
     };
@@ -389,20 +452,28 @@ pub async fn audit(args: &crate::cli::AuditArgs) -> Result<String, StartError> {
     match args.format {
         crate::cli::AuditFormat::Json => {
             for entry in &entries {
-                let _ = writeln!(out, "{}", serde_json::to_string(entry).expect("an entry serialises"));
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(entry).expect("an entry serialises")
+                );
             }
         }
         crate::cli::AuditFormat::Table => {
             let _ = writeln!(
                 out,
-                "{:<24} {:<28} {:<20} {:<10} {:<32} {:<21} {}",
-                "at", "action", "sender", "account", "target", "status", "reason"
+                "{:<24} {:<28} {:<20} {:<10} {:<32} {:<21} reason",
+                "at", "action", "sender", "account", "target", "status"
             );
             for e in &entries {
-                let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(e.at) * 1_000_000)
-                    .ok()
-                    .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
-                    .unwrap_or_default();
+                let at =
+                    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(e.at) * 1_000_000)
+                        .ok()
+                        .and_then(|t| {
+                            t.format(&time::format_description::well_known::Rfc3339)
+                                .ok()
+                        })
+                        .unwrap_or_default();
                 let _ = writeln!(
                     out,
                     "{:<24} {:<28} {:<20} {:<10} {:<32} {:<21} {}",

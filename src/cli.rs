@@ -20,6 +20,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start
 pub enum Command {
     /// Serve the actions to Rasa (the default).
     Serve(ServeArgs),

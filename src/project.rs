@@ -29,13 +29,21 @@ pub const DISPATCHED: [&str; 6] = [
 ];
 
 /// Every placeholder the confirmation question must carry.
-pub const CONFIRMATION_TERMS: [&str; 4] = ["{change_label}", "{change_effective}", "{change_entitlements}", "{change_tag}"];
+pub const CONFIRMATION_TERMS: [&str; 4] = [
+    "{change_label}",
+    "{change_effective}",
+    "{change_entitlements}",
+    "{change_tag}",
+];
 
 /// Checks the project folder; returns every problem found.
 pub fn check(project: &Path, confirm_response: &str) -> Vec<ConfigError> {
     let mut problems = Vec::new();
     let responses = read_responses(&project.join("responses"), &mut problems);
-    match responses.iter().find(|(name, _, _)| name == confirm_response) {
+    match responses
+        .iter()
+        .find(|(name, _, _)| name == confirm_response)
+    {
         None => problems.push(ConfigError::new(
             project.join("responses"),
             confirm_response,
@@ -58,7 +66,11 @@ pub fn check(project: &Path, confirm_response: &str) -> Vec<ConfigError> {
     let names: BTreeSet<&str> = responses.iter().map(|(n, _, _)| n.as_str()).collect();
     for name in DISPATCHED {
         if !names.contains(name) {
-            problems.push(ConfigError::new(project.join("responses"), name, "dispatched by an action but not defined"));
+            problems.push(ConfigError::new(
+                project.join("responses"),
+                name,
+                "dispatched by an action but not defined",
+            ));
         }
     }
     let skill = project.join("skills/subscription_change/skill.md");
@@ -73,7 +85,10 @@ pub fn check(project: &Path, confirm_response: &str) -> Vec<ConfigError> {
 }
 
 /// `(response name, its texts, the file)` from every YAML file under `responses/`.
-fn read_responses(dir: &Path, problems: &mut Vec<ConfigError>) -> Vec<(String, Vec<String>, std::path::PathBuf)> {
+fn read_responses(
+    dir: &Path,
+    problems: &mut Vec<ConfigError>,
+) -> Vec<(String, Vec<String>, std::path::PathBuf)> {
     let mut out = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -89,9 +104,10 @@ fn read_responses(dir: &Path, problems: &mut Vec<ConfigError>) -> Vec<(String, V
         .collect();
     files.sort();
     for file in files {
-        let doc: Value = match std::fs::read_to_string(&file).map_err(|e| e.to_string()).and_then(|t| {
-            serde_yaml_ng::from_str(&t).map_err(|e| e.to_string())
-        }) {
+        let doc: Value = match std::fs::read_to_string(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_yaml_ng::from_str(&t).map_err(|e| e.to_string()))
+        {
             Ok(doc) => doc,
             Err(e) => {
                 problems.push(ConfigError::new(&file, "-", e));
@@ -100,11 +116,19 @@ fn read_responses(dir: &Path, problems: &mut Vec<ConfigError>) -> Vec<(String, V
         };
         for key in doc.as_mapping().into_iter().flat_map(|m| m.keys()) {
             if !matches!(key.as_str(), Some("version" | "responses")) {
-                problems.push(ConfigError::new(&file, format!("{key:?}"), "unknown key (expected version, responses)"));
+                problems.push(ConfigError::new(
+                    &file,
+                    format!("{key:?}"),
+                    "unknown key (expected version, responses)",
+                ));
             }
         }
         let Some(map) = doc.get("responses").and_then(Value::as_mapping) else {
-            problems.push(ConfigError::new(&file, "responses", "missing or not a mapping"));
+            problems.push(ConfigError::new(
+                &file,
+                "responses",
+                "missing or not a mapping",
+            ));
             continue;
         };
         for (name, variations) in map {
@@ -116,7 +140,11 @@ fn read_responses(dir: &Path, problems: &mut Vec<ConfigError>) -> Vec<(String, V
                 .filter_map(|v| v.get("text").and_then(Value::as_str).map(str::to_owned))
                 .collect::<Vec<_>>();
             if texts.is_empty() {
-                problems.push(ConfigError::new(&file, format!("responses.{name}"), "has no text variation"));
+                problems.push(ConfigError::new(
+                    &file,
+                    format!("responses.{name}"),
+                    "has no text variation",
+                ));
             }
             out.push((name.to_owned(), texts, file.clone()));
         }
@@ -126,7 +154,12 @@ fn read_responses(dir: &Path, problems: &mut Vec<ConfigError>) -> Vec<(String, V
 
 /// The skill's frontmatter: every tool named in a constraint exists, and every response
 /// named exists.
-fn check_skill(path: &Path, responses: &BTreeSet<&str>, confirm_response: &str, problems: &mut Vec<ConfigError>) {
+fn check_skill(
+    path: &Path,
+    responses: &BTreeSet<&str>,
+    confirm_response: &str,
+    problems: &mut Vec<ConfigError>,
+) {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) => return problems.push(ConfigError::new(path, "-", e.to_string())),
@@ -135,7 +168,11 @@ fn check_skill(path: &Path, responses: &BTreeSet<&str>, confirm_response: &str, 
         .strip_prefix("---\n")
         .and_then(|rest| rest.split_once("\n---").map(|(front, _)| front))
     else {
-        return problems.push(ConfigError::new(path, "-", "no YAML frontmatter between --- lines"));
+        return problems.push(ConfigError::new(
+            path,
+            "-",
+            "no YAML frontmatter between --- lines",
+        ));
     };
     let doc: Value = match serde_yaml_ng::from_str(front) {
         Ok(doc) => doc,
@@ -150,7 +187,11 @@ fn check_skill(path: &Path, responses: &BTreeSet<&str>, confirm_response: &str, 
         for (tool, rules) in constraint.as_mapping().into_iter().flatten() {
             let tool = tool.as_str().unwrap_or_default();
             if !TOOLS.contains(&tool) {
-                problems.push(ConfigError::new(path, format!("tool_constraints.{tool}"), "no such tool"));
+                problems.push(ConfigError::new(
+                    path,
+                    format!("tool_constraints.{tool}"),
+                    "no such tool",
+                ));
             }
             for (key, _) in rules.as_mapping().into_iter().flatten() {
                 if !matches!(key.as_str(), Some("requires" | "requires_confirmation")) {
@@ -166,12 +207,18 @@ fn check_skill(path: &Path, responses: &BTreeSet<&str>, confirm_response: &str, 
                     if !matches!(key.as_str(), Some("enabled" | "utter_for_confirmation")) {
                         problems.push(ConfigError::new(
                             path,
-                            format!("tool_constraints.{tool}.requires_confirmation.{}", key.as_str().unwrap_or("?")),
+                            format!(
+                                "tool_constraints.{tool}.requires_confirmation.{}",
+                                key.as_str().unwrap_or("?")
+                            ),
                             "unknown key (expected enabled, utter_for_confirmation)",
                         ));
                     }
                 }
-                if let Some(utter) = confirmation.get("utter_for_confirmation").and_then(Value::as_str) {
+                if let Some(utter) = confirmation
+                    .get("utter_for_confirmation")
+                    .and_then(Value::as_str)
+                {
                     if !responses.contains(utter) {
                         problems.push(ConfigError::new(
                             path,
@@ -209,16 +256,27 @@ fn check_memory(path: &Path, problems: &mut Vec<ConfigError>) {
     };
     let mut seen = BTreeSet::new();
     visit_fields(&doc, "", &mut |key, field| {
-        if let Some(name) = CHANGE_MEMORY.iter().find(|f| key.ends_with(&format!(".{f}")) || key == **f) {
+        if let Some(name) = CHANGE_MEMORY
+            .iter()
+            .find(|f| key.ends_with(&format!(".{f}")) || key == **f)
+        {
             seen.insert(*name);
             if field.get("llm_settable").and_then(Value::as_bool) == Some(true) {
-                problems.push(ConfigError::new(path, key, "change memory must never be llm_settable"));
+                problems.push(ConfigError::new(
+                    path,
+                    key,
+                    "change memory must never be llm_settable",
+                ));
             }
         }
     });
     for name in CHANGE_MEMORY {
         if !seen.contains(name) {
-            problems.push(ConfigError::new(path, name, "change-memory field is not declared"));
+            problems.push(ConfigError::new(
+                path,
+                name,
+                "change-memory field is not declared",
+            ));
         }
     }
 }
@@ -227,7 +285,11 @@ fn visit_fields(value: &Value, prefix: &str, f: &mut impl FnMut(&str, &Value)) {
     if let Some(map) = value.as_mapping() {
         for (key, child) in map {
             let key = key.as_str().unwrap_or_default();
-            let path = if prefix.is_empty() { key.to_owned() } else { format!("{prefix}.{key}") };
+            let path = if prefix.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{prefix}.{key}")
+            };
             if child.is_mapping() {
                 f(&path, child);
                 visit_fields(child, &path, f);

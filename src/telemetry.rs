@@ -22,9 +22,13 @@ pub fn init(verbosity: u8, quiet: bool, format: LogFormat) {
         (false, _) => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(format!("{level},sqlx=warn,actix_server=warn,hyper=warn,reqwest=warn,rustls=warn"))
+        EnvFilter::new(format!(
+            "{level},sqlx=warn,actix_server=warn,hyper=warn,reqwest=warn,rustls=warn"
+        ))
     });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -27,7 +27,10 @@ async fn the_naive_path_exercises_the_defect() {
     let now = app.revision(SUB).await;
     let naive = app
         .http
-        .post(format!("{}/v1/subscriptions/{SUB}/changes", app.service_url))
+        .post(format!(
+            "{}/v1/subscriptions/{SUB}/changes",
+            app.service_url
+        ))
         .header("If-Match", format!("\"r{now}\""))
         .header("Idempotency-Key", "naive-1")
         .json(&json!({"change_type": "stop_renewal"}))
@@ -53,9 +56,15 @@ async fn an_old_revision_leaves_the_record_active_and_requires_a_fresh_preview()
     app.charge_october_box_early().await;
     let outcome = c.say_yes_and_apply(&app).await;
     assert_eq!(outcome["status"], "blocked");
-    assert_eq!(outcome["current"]["tag"], "WS-SUB-3304 stop_renewal r5", "the fresh preview's terms");
+    assert_eq!(
+        outcome["current"]["tag"], "WS-SUB-3304 stop_renewal r5",
+        "the fresh preview's terms"
+    );
     let record = app.record(SUB).await;
-    assert_eq!((record["status"].as_str(), record["revision"].as_i64()), (Some("active"), Some(5)));
+    assert_eq!(
+        (record["status"].as_str(), record["revision"].as_i64()),
+        (Some("active"), Some(5))
+    );
 }
 
 /// A valid proposal with no matching confirmation stays blocked even if the chat holds an
@@ -66,7 +75,11 @@ async fn an_unrelated_yes_is_not_a_confirmation() {
     let mut c = Conversation::new("unrelated", Some("acct-7"));
     c.user("yes", "affirm", &[]);
     c.bot("Glad to hear it!", Some("utter_happy"));
-    c.user("stop the renewal of WS-SUB-3304", "request_change", &[("subscription", SUB), ("change_type", "stop_renewal")]);
+    c.user(
+        "stop the renewal of WS-SUB-3304",
+        "request_change",
+        &[("subscription", SUB), ("change_type", "stop_renewal")],
+    );
     c.run(&app, "select_subscription_change").await;
     let outcome = c.apply(&app).await;
     assert_eq!(outcome["reason"], "not_asked");
@@ -80,7 +93,10 @@ async fn another_account_gets_no_details_and_no_mutation() {
     let mut c = Conversation::new("other", Some("acct-9"));
     let body = c.request_change(&app, SUB, "stop_renewal").await;
     let text = body.to_string();
-    assert!(!text.contains("Style Box") && !text.contains("2027-01-01"), "nothing revealed: {text}");
+    assert!(
+        !text.contains("Style Box") && !text.contains("2027-01-01"),
+        "nothing revealed: {text}"
+    );
     assert_eq!(outcome_of(&body)["status"], "denied");
     assert_eq!(app.revision(SUB).await, 4);
 }
@@ -117,6 +133,10 @@ async fn a_duplicate_delivery_does_not_change_the_scheduled_change() {
     c.user("thanks", "thank", &[]);
     let (_, late) = app.webhook(&request).await;
     assert_eq!(outcome_of(&late)["status"], "applied");
-    assert_eq!(app.record(SUB).await, before, "the scheduled change is untouched");
+    assert_eq!(
+        app.record(SUB).await,
+        before,
+        "the scheduled change is untouched"
+    );
     assert_eq!(before["status"], "ending");
 }

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{outcome_of, slot_in, spawn_app, spawn_app_with, Conversation, TestApp, STYLE_BOX_WHY};
+use common::{
+    outcome_of, slot_in, spawn_app, spawn_app_with, Conversation, TestApp, STYLE_BOX_WHY,
+};
 use serde_json::{json, Value};
 
 const STYLE_BOX: &str = "WS-SUB-3304";
@@ -13,7 +15,11 @@ const STYLE_BOX: &str = "WS-SUB-3304";
 async fn asked(app: &TestApp, sender: &str) -> Conversation {
     let mut c = Conversation::new(sender, Some("acct-7"));
     let body = c.request_change(app, STYLE_BOX, "stop_renewal").await;
-    assert_eq!(slot_in(&body, "change_tag"), Some(json!("WS-SUB-3304 stop_renewal r4")), "{body}");
+    assert_eq!(
+        slot_in(&body, "change_tag"),
+        Some(json!("WS-SUB-3304 stop_renewal r4")),
+        "{body}"
+    );
     c
 }
 
@@ -24,7 +30,11 @@ fn assert_outcome(outcome: &Value, status: &str, reason: Option<&str>) {
 
 /// Nothing was sent: the record is where it was.
 async fn assert_untouched(app: &TestApp) {
-    assert_eq!(app.revision(STYLE_BOX).await, 4, "the service must not have changed");
+    assert_eq!(
+        app.revision(STYLE_BOX).await,
+        4,
+        "the service must not have changed"
+    );
 }
 
 #[tokio::test]
@@ -53,7 +63,16 @@ async fn the_outcome_is_returned_as_slots_response_and_custom_payload() {
     assert_eq!(message["response"], "utter_subscription_change_applied");
     assert_eq!(message["template"], "utter_subscription_change_applied");
     assert_eq!(message["current_effective"], "2027-01-01 00:00 UTC");
-    for key in ["text", "buttons", "elements", "custom", "template", "response", "image", "attachment"] {
+    for key in [
+        "text",
+        "buttons",
+        "elements",
+        "custom",
+        "template",
+        "response",
+        "image",
+        "attachment",
+    ] {
         assert!(message.get(key).is_some(), "missing {key}");
     }
 }
@@ -74,11 +93,16 @@ async fn without_an_authenticated_account_the_change_is_denied() {
 async fn without_a_selected_change_nothing_is_applied() {
     let app = spawn_app().await;
     let mut c = Conversation::new("row2", Some("acct-7"));
-    c.user("stop renewal of WS-SUB-3304", "request_change", &[("subscription", STYLE_BOX), ("change_type", "stop_renewal")]);
+    c.user(
+        "stop renewal of WS-SUB-3304",
+        "request_change",
+        &[("subscription", STYLE_BOX), ("change_type", "stop_renewal")],
+    );
     let outcome = c.say_yes_and_apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("not_selected"));
     let mut c = asked(&app, "row2b").await;
-    c.slots.insert("change_tag".into(), json!("WS-SUB-3304 stop_renewal"));
+    c.slots
+        .insert("change_tag".into(), json!("WS-SUB-3304 stop_renewal"));
     let outcome = c.say_yes_and_apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("not_selected"));
     assert_untouched(&app).await;
@@ -97,9 +121,15 @@ async fn change_memory_not_written_by_select_is_untrusted() {
             ("subscription", STYLE_BOX),
             ("change_type", "stop_renewal"),
             ("change_subscription", "WS-SUB-3304 (Style Box, monthly)"),
-            ("change_label", "Stop renewal at the end of the current period"),
+            (
+                "change_label",
+                "Stop renewal at the end of the current period",
+            ),
             ("change_effective", "2027-01-01 00:00 UTC"),
-            ("change_entitlements", "October to December boxes ship as usual; no charge on 2027-01-01"),
+            (
+                "change_entitlements",
+                "October to December boxes ship as usual; no charge on 2027-01-01",
+            ),
             ("change_tag", "WS-SUB-3304 stop_renewal r4"),
         ],
     );
@@ -115,7 +145,8 @@ async fn change_memory_not_written_by_select_is_untrusted() {
 
     // The slots say something the events never said.
     let mut c = asked(&app, "row3c").await;
-    c.slots.insert("change_effective".into(), json!("2030-01-01 00:00 UTC"));
+    c.slots
+        .insert("change_effective".into(), json!("2030-01-01 00:00 UTC"));
     let outcome = c.say_yes_and_apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("memory_untrusted"));
     assert_untouched(&app).await;
@@ -126,7 +157,11 @@ async fn change_memory_not_written_by_select_is_untrusted() {
 async fn a_request_for_another_change_does_not_apply_the_selected_one() {
     let app = spawn_app().await;
     let mut c = asked(&app, "row4").await;
-    c.user("actually skip the next box", "request_change", &[("change_type", "skip_next_box")]);
+    c.user(
+        "actually skip the next box",
+        "request_change",
+        &[("change_type", "skip_next_box")],
+    );
     let outcome = c.apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("target_mismatch"));
     assert_untouched(&app).await;
@@ -147,7 +182,11 @@ async fn a_change_never_asked_about_is_not_applied() {
     // answers the older question.
     let mut c = Conversation::new("row5b", Some("acct-7"));
     c.request_change(&app, STYLE_BOX, "skip_next_box").await;
-    c.user("no, stop the renewal instead", "request_change", &[("change_type", "stop_renewal")]);
+    c.user(
+        "no, stop the renewal instead",
+        "request_change",
+        &[("change_type", "stop_renewal")],
+    );
     c.run(&app, "select_subscription_change").await;
     let outcome = c.say_yes_and_apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("not_asked"));
@@ -176,10 +215,18 @@ async fn an_unanswered_question_or_an_earlier_yes_is_not_consent() {
 #[tokio::test]
 async fn a_question_without_the_date_or_the_entitlements_is_not_consent() {
     let app = spawn_app().await;
-    for (sender, drop) in [("row7a", "2027-01-01 00:00 UTC"), ("row7b", "no charge on 2027-01-01")] {
+    for (sender, drop) in [
+        ("row7a", "2027-01-01 00:00 UTC"),
+        ("row7b", "no charge on 2027-01-01"),
+    ] {
         let mut c = Conversation::new(sender, Some("acct-7"));
         c.request_change(&app, STYLE_BOX, "stop_renewal").await;
-        let question = c.events.iter_mut().rev().find(|e| e["event"] == "bot").unwrap();
+        let question = c
+            .events
+            .iter_mut()
+            .rev()
+            .find(|e| e["event"] == "bot")
+            .unwrap();
         let text = question["text"].as_str().unwrap().replace(drop, "soon");
         question["text"] = json!(text);
         let outcome = c.say_yes_and_apply(&app).await;
@@ -226,13 +273,23 @@ async fn another_accounts_subscription_is_denied_without_revealing_it() {
     assert_eq!(slot_in(&body, "change_tag"), Some(Value::Null));
     // Even with memory taken from acct-7's conversation and a question, apply denies.
     let mut theirs = asked(&app, "row10-owner").await;
-    theirs.slots.insert("session_started_metadata".into(), json!({"account_id": "acct-9"}));
-    theirs.events.iter_mut().filter(|e| e["name"] == "session_started_metadata").for_each(|e| {
-        e["value"] = json!({"account_id": "acct-9"});
-    });
+    theirs.slots.insert(
+        "session_started_metadata".into(),
+        json!({"account_id": "acct-9"}),
+    );
+    theirs
+        .events
+        .iter_mut()
+        .filter(|e| e["name"] == "session_started_metadata")
+        .for_each(|e| {
+            e["value"] = json!({"account_id": "acct-9"});
+        });
     let outcome = theirs.say_yes_and_apply(&app).await;
     assert_outcome(&outcome, "denied", Some("not_owner"));
-    assert!(outcome.get("current").is_none() && outcome.get("why").is_none(), "{outcome}");
+    assert!(
+        outcome.get("current").is_none() && outcome.get("why").is_none(),
+        "{outcome}"
+    );
     assert_untouched(&app).await;
 }
 
@@ -257,7 +314,10 @@ async fn the_style_box_story() {
     assert_eq!(app.revision(STYLE_BOX).await, 5, "blocked: nothing changed");
     // Selected again, asked again with the new terms, yes: applied once.
     let body = c.request_change(&app, STYLE_BOX, "stop_renewal").await;
-    assert_eq!(slot_in(&body, "change_tag"), Some(json!("WS-SUB-3304 stop_renewal r5")));
+    assert_eq!(
+        slot_in(&body, "change_tag"),
+        Some(json!("WS-SUB-3304 stop_renewal r5"))
+    );
     let outcome = c.say_yes_and_apply(&app).await;
     assert_outcome(&outcome, "applied", None);
     assert_eq!(outcome["effects"], 1);
@@ -293,7 +353,8 @@ async fn a_moved_date_or_a_tag_from_an_older_revision_is_blocked() {
 async fn the_accounts_budget_limits_irreversible_changes() {
     let app = spawn_app_with(&["--rate-capacity", "1", "--rate-per-hour", "0"], |_| {}).await;
     let mut c = Conversation::new("row12", Some("acct-7"));
-    c.request_change(&app, "WS-SUB-3310", "switch_to_monthly").await;
+    c.request_change(&app, "WS-SUB-3310", "switch_to_monthly")
+        .await;
     assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
     let mut c = asked(&app, "row12b").await;
     let outcome = c.say_yes_and_apply(&app).await;
@@ -336,13 +397,31 @@ async fn common_stale_proxy(upstream: &str) -> String {
                 let http = reqwest::Client::new();
                 let url = format!("{upstream}{}", req.uri());
                 if req.method() == actix_web::http::Method::POST {
-                    let mut record: Value = http.get(format!("{upstream}/v1/subscriptions/WS-SUB-3304")).send().await.unwrap().json().await.unwrap();
+                    let mut record: Value = http
+                        .get(format!("{upstream}/v1/subscriptions/WS-SUB-3304"))
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
                     record.as_object_mut().unwrap().remove("revision");
-                    record["options"][0]["entitlements"] = json!("October box ships 2026-10-05 (paid); no charge on 2027-01-01; no refund");
-                    record["notes"].as_array_mut().unwrap().push(json!({"at": "2026-09-30T08:00:00Z", "text": STYLE_BOX_WHY}));
-                    http.put(format!("{upstream}/v1/subscriptions/WS-SUB-3304")).json(&record).send().await.unwrap();
+                    record["options"][0]["entitlements"] = json!(
+                        "October box ships 2026-10-05 (paid); no charge on 2027-01-01; no refund"
+                    );
+                    record["notes"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!({"at": "2026-09-30T08:00:00Z", "text": STYLE_BOX_WHY}));
+                    http.put(format!("{upstream}/v1/subscriptions/WS-SUB-3304"))
+                        .json(&record)
+                        .send()
+                        .await
+                        .unwrap();
                 }
-                let mut forward = http.request(req.method().as_str().parse().unwrap(), url).body(body.to_vec());
+                let mut forward = http
+                    .request(req.method().as_str().parse().unwrap(), url)
+                    .body(body.to_vec());
                 for (k, v) in req.headers() {
                     if k != "host" && k != "content-length" {
                         forward = forward.header(k.as_str(), v.to_str().unwrap());
@@ -375,7 +454,11 @@ async fn a_repeated_yes_never_changes_anything_twice() {
     let (_, first) = app.webhook(&request).await;
     let (_, second) = app.webhook(&request).await;
     assert_eq!(outcome_of(&first)["status"], "applied");
-    assert_eq!(outcome_of(&first), outcome_of(&second), "a retry returns the first outcome");
+    assert_eq!(
+        outcome_of(&first),
+        outcome_of(&second),
+        "a retry returns the first outcome"
+    );
     assert_eq!(app.revision(STYLE_BOX).await, 5, "exactly one change");
     // Rasa records the action; the retried "yes" arrives again in a longer tracker.
     c.run(&app, "apply_subscription_change").await;
@@ -412,30 +495,75 @@ async fn select_writes_the_services_terms_or_says_why_not() {
     let mut c = Conversation::new("select", Some("acct-7"));
     let body = c.request_change(&app, STYLE_BOX, "stop_renewal").await;
     assert_eq!(slot_in(&body, "change_status"), Some(json!("selected")));
-    assert_eq!(slot_in(&body, "change_subscription"), Some(json!("WS-SUB-3304 (Style Box, monthly)")));
-    assert_eq!(slot_in(&body, "change_effective"), Some(json!("2027-01-01 00:00 UTC")));
-    assert_eq!(body["responses"], json!([]), "the question is the next step, not the action's");
+    assert_eq!(
+        slot_in(&body, "change_subscription"),
+        Some(json!("WS-SUB-3304 (Style Box, monthly)"))
+    );
+    assert_eq!(
+        slot_in(&body, "change_effective"),
+        Some(json!("2027-01-01 00:00 UTC"))
+    );
+    assert_eq!(
+        body["responses"],
+        json!([]),
+        "the question is the next step, not the action's"
+    );
 
     for (sender, account, sub, change, status, reason) in [
         ("s1", None, STYLE_BOX, "stop_renewal", "denied", "not_owner"),
-        ("s2", Some("acct-7"), "WS-SUB-0000", "stop_renewal", "blocked", "unknown_subscription"),
-        ("s3", Some("acct-7"), STYLE_BOX, "upgrade_to_gold", "blocked", "change_not_offered"),
-        ("s4", Some("acct-9"), STYLE_BOX, "stop_renewal", "denied", "not_owner"),
+        (
+            "s2",
+            Some("acct-7"),
+            "WS-SUB-0000",
+            "stop_renewal",
+            "blocked",
+            "unknown_subscription",
+        ),
+        (
+            "s3",
+            Some("acct-7"),
+            STYLE_BOX,
+            "upgrade_to_gold",
+            "blocked",
+            "change_not_offered",
+        ),
+        (
+            "s4",
+            Some("acct-9"),
+            STYLE_BOX,
+            "stop_renewal",
+            "denied",
+            "not_owner",
+        ),
     ] {
         let mut c = Conversation::new(sender, account);
         // A stale tag from earlier must not survive a failed select.
         c.slot("change_tag", json!("WS-SUB-3304 stop_renewal r4"));
         let body = c.request_change(&app, sub, change).await;
-        assert_eq!(slot_in(&body, "change_status"), Some(json!(status)), "{sender}: {body}");
-        assert_eq!(slot_in(&body, "change_reason"), Some(json!(reason)), "{sender}");
+        assert_eq!(
+            slot_in(&body, "change_status"),
+            Some(json!(status)),
+            "{sender}: {body}"
+        );
+        assert_eq!(
+            slot_in(&body, "change_reason"),
+            Some(json!(reason)),
+            "{sender}"
+        );
         assert_eq!(slot_in(&body, "change_tag"), Some(Value::Null), "{sender}");
-        assert!(body["responses"][0]["response"].as_str().is_some(), "{sender}");
+        assert!(
+            body["responses"][0]["response"].as_str().is_some(),
+            "{sender}"
+        );
     }
 
     let dead = spawn_app_with(&["--subscriptions-url", "http://127.0.0.1:9"], |_| {}).await;
     let mut c = Conversation::new("s5", Some("acct-7"));
     let body = c.request_change(&dead, STYLE_BOX, "stop_renewal").await;
-    assert_eq!(slot_in(&body, "change_reason"), Some(json!("service_unavailable")));
+    assert_eq!(
+        slot_in(&body, "change_reason"),
+        Some(json!("service_unavailable"))
+    );
 }
 
 #[tokio::test]
@@ -446,9 +574,17 @@ async fn listing_shows_only_the_accounts_own_subscriptions() {
     let (status, body) = app.webhook(&c.request("list_subscriptions")).await;
     assert_eq!(status, 200);
     let list = slot_in(&body, "subscriptions").unwrap();
-    let ids: Vec<&str> = list.as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["WS-SUB-3304", "WS-SUB-3310"]);
-    assert_eq!(list[0]["change_types"], json!(["stop_renewal", "skip_next_box"]));
+    assert_eq!(
+        list[0]["change_types"],
+        json!(["stop_renewal", "skip_next_box"])
+    );
     assert_eq!(body["responses"][0]["response"], "utter_list_subscriptions");
     assert_eq!(body["responses"][0]["custom"]["subscriptions"], list);
 

@@ -15,7 +15,11 @@ fn names(events: &[&RawEvent]) -> Vec<String> {
         .iter()
         .map(|e| {
             let v: Value = serde_json::from_str(e.raw().get()).unwrap();
-            v.get("name").or(v.get("text")).and_then(Value::as_str).unwrap_or(e.name()).to_owned()
+            v.get("name")
+                .or(v.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or(e.name())
+                .to_owned()
         })
         .collect()
 }
@@ -35,26 +39,50 @@ fn slot(name: &str, value: &str) -> Value {
 
 #[test]
 fn restart_clears_everything_before_it() {
-    let t = tracker(&[user("a"), action("x"), json!({"event": "restart"}), user("b")]);
+    let t = tracker(&[
+        user("a"),
+        action("x"),
+        json!({"event": "restart"}),
+        user("b"),
+    ]);
     assert_eq!(names(&t.applied_events()), ["b"]);
 }
 
 #[test]
 fn undo_removes_back_to_and_including_the_previous_action() {
-    let t = tracker(&[user("a"), action("x"), slot("s", "1"), json!({"event": "undo"}), action("y")]);
+    let t = tracker(&[
+        user("a"),
+        action("x"),
+        slot("s", "1"),
+        json!({"event": "undo"}),
+        action("y"),
+    ]);
     assert_eq!(names(&t.applied_events()), ["a", "y"]);
 }
 
 #[test]
 fn rewind_removes_the_user_message_and_the_listen_before_it() {
-    let t = tracker(&[action("action_listen"), user("a"), action("action_listen"), user("b"), json!({"event": "rewind"})]);
+    let t = tracker(&[
+        action("action_listen"),
+        user("a"),
+        action("action_listen"),
+        user("b"),
+        json!({"event": "rewind"}),
+    ]);
     assert_eq!(names(&t.applied_events()), ["action_listen", "a"]);
 }
 
 #[test]
 fn a_new_session_drops_the_old_one_for_the_session_view_only() {
-    let t = tracker(&[user("old"), json!({"event": "session_started"}), user("new")]);
-    assert_eq!(names(&t.applied_events()), ["old", "session_started", "new"]);
+    let t = tracker(&[
+        user("old"),
+        json!({"event": "session_started"}),
+        user("new"),
+    ]);
+    assert_eq!(
+        names(&t.applied_events()),
+        ["old", "session_started", "new"]
+    );
     assert_eq!(names(&t.session_events()), ["session_started", "new"]);
 }
 
@@ -93,7 +121,13 @@ fn selected(tag: &str) -> Vec<Value> {
 #[test]
 fn the_latest_question_and_the_customers_answer() {
     let mut events = selected("T1");
-    events.extend([bot("first T1", Q, 10.0), user("/affirm"), bot("second T1", Q, 20.0), user("hmm"), user("yes")]);
+    events.extend([
+        bot("first T1", Q, 10.0),
+        user("/affirm"),
+        bot("second T1", Q, 20.0),
+        user("hmm"),
+        user("yes"),
+    ]);
     let t = tracker(&events);
     let c = read(&t.session_events(), Q, SELECT).unwrap();
     assert_eq!(c.question.as_ref().unwrap().text, "second T1");
@@ -108,23 +142,41 @@ fn a_question_is_unanswered_until_a_customer_message_follows() {
     events.extend([user("yes"), bot("q T1", Q, 10.0), user("/affirm")]);
     let c = read(&tracker(&events).session_events(), Q, SELECT).unwrap();
     assert!(c.question.is_some());
-    assert!(c.answer.is_none(), "a /command is not the customer's words; the yes came before");
+    assert!(
+        c.answer.is_none(),
+        "a /command is not the customer's words; the yes came before"
+    );
 }
 
 #[test]
 fn memory_set_outside_the_latest_select_is_not_trusted() {
     // Set by the customer's entities (slot events after a user event).
-    let events = vec![user("x"), slot("change_subscription", "S"), slot("change_label", "L"), slot("change_effective", "E"),
-        slot("change_entitlements", "N"), slot("change_tag", "T")];
-    assert!(read(&tracker(&events).session_events(), Q, SELECT).unwrap().selected_memory.is_none());
+    let events = vec![
+        user("x"),
+        slot("change_subscription", "S"),
+        slot("change_label", "L"),
+        slot("change_effective", "E"),
+        slot("change_entitlements", "N"),
+        slot("change_tag", "T"),
+    ];
+    assert!(read(&tracker(&events).session_events(), Q, SELECT)
+        .unwrap()
+        .selected_memory
+        .is_none());
     // Selected, then one field changed by another action.
     let mut events = selected("T");
     events.extend([action("action_other"), slot("change_tag", "T2")]);
-    assert!(read(&tracker(&events).session_events(), Q, SELECT).unwrap().selected_memory.is_none());
+    assert!(read(&tracker(&events).session_events(), Q, SELECT)
+        .unwrap()
+        .selected_memory
+        .is_none());
     // Two selects: only the latest counts, and it must have written every field.
     let mut events = selected("T1");
     events.extend([action(SELECT), slot("change_tag", "T2")]);
-    assert!(read(&tracker(&events).session_events(), Q, SELECT).unwrap().selected_memory.is_none());
+    assert!(read(&tracker(&events).session_events(), Q, SELECT)
+        .unwrap()
+        .selected_memory
+        .is_none());
 }
 
 #[test]

@@ -19,10 +19,17 @@ impl Action for CountEvents {
     fn name(&self) -> &'static str {
         "count_events"
     }
-    fn run<'a>(&'a self, call: ActionCall<'a>, d: &'a mut Dispatcher) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
+    fn run<'a>(
+        &'a self,
+        call: ActionCall<'a>,
+        d: &'a mut Dispatcher,
+    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
         Box::pin(async move {
             d.utter(Message::response("utter_count").with_var("n", call.tracker.events.len()));
-            Ok(vec![OutEvent::slot("event_count", call.tracker.events.len())])
+            Ok(vec![OutEvent::slot(
+                "event_count",
+                call.tracker.events.len(),
+            )])
         })
     }
 }
@@ -36,9 +43,17 @@ impl Action for DomainReader {
     fn reads_domain(&self) -> bool {
         true
     }
-    fn run<'a>(&'a self, call: ActionCall<'a>, _: &'a mut Dispatcher) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
+    fn run<'a>(
+        &'a self,
+        call: ActionCall<'a>,
+        _: &'a mut Dispatcher,
+    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
         Box::pin(async move {
-            let version = call.domain.and_then(|d| d.get("version")).cloned().unwrap_or(Value::Null);
+            let version = call
+                .domain
+                .and_then(|d| d.get("version"))
+                .cloned()
+                .unwrap_or(Value::Null);
             Ok(vec![OutEvent::slot("domain_version", version)])
         })
     }
@@ -49,7 +64,11 @@ impl Action for Rejects {
     fn name(&self) -> &'static str {
         "rejects"
     }
-    fn run<'a>(&'a self, _: ActionCall<'a>, _: &'a mut Dispatcher) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
+    fn run<'a>(
+        &'a self,
+        _: ActionCall<'a>,
+        _: &'a mut Dispatcher,
+    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
         Box::pin(async { Err(ActionError::rejected("not today")) })
     }
 }
@@ -59,7 +78,11 @@ impl Action for Breaks {
     fn name(&self) -> &'static str {
         "breaks"
     }
-    fn run<'a>(&'a self, _: ActionCall<'a>, _: &'a mut Dispatcher) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
+    fn run<'a>(
+        &'a self,
+        _: ActionCall<'a>,
+        _: &'a mut Dispatcher,
+    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
         Box::pin(async { Err(ActionError::failed(std::io::Error::other("secret cause"))) })
     }
 }
@@ -69,7 +92,11 @@ impl Action for Slow {
     fn name(&self) -> &'static str {
         "slow"
     }
-    fn run<'a>(&'a self, _: ActionCall<'a>, _: &'a mut Dispatcher) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
+    fn run<'a>(
+        &'a self,
+        _: ActionCall<'a>,
+        _: &'a mut Dispatcher,
+    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
         Box::pin(async {
             tokio::time::sleep(std::time::Duration::from_millis(700)).await;
             Ok(vec![OutEvent::slot("slow", true)])
@@ -92,7 +119,12 @@ async fn spawn(adjust: impl FnOnce(&mut ServerSettings)) -> Server {
     };
     adjust(&mut settings);
     let mut registry = Registry::default();
-    registry.register(CountEvents).register(DomainReader).register(Rejects).register(Breaks).register(Slow);
+    registry
+        .register(CountEvents)
+        .register(DomainReader)
+        .register(Rejects)
+        .register(Breaks)
+        .register(Slow);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let server = server::serve(listener, registry, settings, None).unwrap();
@@ -111,17 +143,32 @@ fn body(action: &str) -> Value {
 }
 
 impl Server {
-    async fn post(&self, path: &str, bytes: impl Into<reqwest::Body>, headers: &[(&str, &str)]) -> (u16, reqwest::header::HeaderMap, String) {
+    async fn post(
+        &self,
+        path: &str,
+        bytes: impl Into<reqwest::Body>,
+        headers: &[(&str, &str)],
+    ) -> (u16, reqwest::header::HeaderMap, String) {
         let mut request = self.http.post(format!("{}{path}", self.url)).body(bytes);
         for (k, v) in headers {
             request = request.header(*k, *v);
         }
         let response = request.send().await.unwrap();
-        (response.status().as_u16(), response.headers().clone(), response.text().await.unwrap())
+        (
+            response.status().as_u16(),
+            response.headers().clone(),
+            response.text().await.unwrap(),
+        )
     }
 
     async fn webhook(&self, value: &Value) -> (u16, Value) {
-        let (status, _, text) = self.post("/webhook", value.to_string(), &[("content-type", "application/json")]).await;
+        let (status, _, text) = self
+            .post(
+                "/webhook",
+                value.to_string(),
+                &[("content-type", "application/json")],
+            )
+            .await;
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
@@ -148,35 +195,70 @@ async fn routes_health_actions_and_trailing_slashes() {
         assert_eq!(r.status(), 200);
         assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ok"}));
     }
-    let r: Value = s.http.get(format!("{}/actions/", s.url)).send().await.unwrap().json().await.unwrap();
+    let r: Value = s
+        .http
+        .get(format!("{}/actions/", s.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r[0], json!({"name": "count_events"}));
-    let (status, _, _) = s.post("/webhook/", body("count_events").to_string(), &[]).await;
+    let (status, _, _) = s
+        .post("/webhook/", body("count_events").to_string(), &[])
+        .await;
     assert_eq!(status, 200);
 }
 
 #[tokio::test]
 async fn a_successful_answer_is_json_with_events_and_eight_key_messages() {
     let s = spawn(|_| {}).await;
-    let (status, headers, text) = s.post("/webhook", body("count_events").to_string(), &[("content-type", "text/plain")]).await;
+    let (status, headers, text) = s
+        .post(
+            "/webhook",
+            body("count_events").to_string(),
+            &[("content-type", "text/plain")],
+        )
+        .await;
     assert_eq!(status, 200, "the body is JSON whatever the content type");
     assert_eq!(headers["content-type"], "application/json");
     let answer: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(answer["events"][0], json!({"event": "slot", "timestamp": null, "name": "event_count", "value": 1}));
+    assert_eq!(
+        answer["events"][0],
+        json!({"event": "slot", "timestamp": null, "name": "event_count", "value": 1})
+    );
     let message = answer["responses"][0].as_object().unwrap();
-    for key in ["text", "buttons", "elements", "custom", "template", "response", "image", "attachment"] {
+    for key in [
+        "text",
+        "buttons",
+        "elements",
+        "custom",
+        "template",
+        "response",
+        "image",
+        "attachment",
+    ] {
         assert!(message.contains_key(key), "{key}");
     }
     assert_eq!(message["template"], "utter_count");
     assert_eq!(message["response"], "utter_count");
     assert_eq!(message["buttons"], json!([]));
     assert_eq!(message["custom"], json!({}));
-    assert!(text.starts_with(r#"{"events":[{"event":"slot","timestamp":null,"name":"event_count""#), "{text}");
+    assert!(
+        text.starts_with(r#"{"events":[{"event":"slot","timestamp":null,"name":"event_count""#),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn without_next_action_the_answer_is_null() {
     let s = spawn(|_| {}).await;
-    for value in [json!({"sender_id": "s"}), json!({"next_action": ""}), json!({"next_action": null})] {
+    for value in [
+        json!({"sender_id": "s"}),
+        json!({"next_action": ""}),
+        json!({"next_action": null}),
+    ] {
         let (status, answer) = s.webhook(&value).await;
         assert_eq!((status, answer), (200, Value::Null));
     }
@@ -186,29 +268,47 @@ async fn without_next_action_the_answer_is_null() {
 async fn error_precedence_and_json_errors() {
     let s = spawn(|_| {}).await;
     // 404 wins over everything else, even a broken tracker.
-    let (status, _, text) = s.post("/webhook", r#"{"next_action":"nope","tracker":5}"#, &[]).await;
+    let (status, _, text) = s
+        .post("/webhook", r#"{"next_action":"nope","tracker":5}"#, &[])
+        .await;
     assert_eq!(status, 404);
     let e = json_error(&text);
     assert_eq!(e["action_name"], "nope");
     assert_eq!(e["error"], "No registered action found for name 'nope'.");
     // Missing tracker: 400 naming the action (rasa-sdk: 500).
     let (status, v) = s.webhook(&json!({"next_action": "count_events"})).await;
-    assert_eq!((status, v["action_name"].as_str()), (400, Some("count_events")));
+    assert_eq!(
+        (status, v["action_name"].as_str()),
+        (400, Some("count_events"))
+    );
     // Missing tracker beats the missing domain.
     let (status, _) = s.webhook(&json!({"next_action": "read_domain"})).await;
     assert_eq!(status, 400);
     // The missing domain (449) beats the missing sender_id.
-    let (status, v) = s.webhook(&json!({"next_action": "read_domain", "tracker": {"slots": {}}})).await;
+    let (status, v) = s
+        .webhook(&json!({"next_action": "read_domain", "tracker": {"slots": {}}}))
+        .await;
     assert_eq!(status, 400, "sender_id is read with the tracker: {v}");
-    let (status, v) = s.webhook(&json!({"next_action": "read_domain", "tracker": {"sender_id": "x"}})).await;
-    assert_eq!((status, v["action_name"].as_str()), (449, Some("read_domain")));
+    let (status, v) = s
+        .webhook(&json!({"next_action": "read_domain", "tracker": {"sender_id": "x"}}))
+        .await;
+    assert_eq!(
+        (status, v["action_name"].as_str()),
+        (449, Some("read_domain"))
+    );
     // Rejection: 400 with the action's message.
     let (status, v) = s.webhook(&body("rejects")).await;
-    assert_eq!((status, v), (400, json!({"error": "not today", "action_name": "rejects"})));
+    assert_eq!(
+        (status, v),
+        (400, json!({"error": "not today", "action_name": "rejects"}))
+    );
     // Failure: 500 JSON, the cause never sent, the request never echoed.
     let (status, _, text) = s.post("/webhook", body("breaks").to_string(), &[]).await;
     assert_eq!(status, 500);
-    assert!(!text.contains("secret cause") && !text.contains("tracker"), "{text}");
+    assert!(
+        !text.contains("secret cause") && !text.contains("tracker"),
+        "{text}"
+    );
     assert_eq!(json_error(&text)["action_name"], "breaks");
     s.still_serves().await;
 }
@@ -216,18 +316,49 @@ async fn error_precedence_and_json_errors() {
 #[tokio::test]
 async fn wrong_methods_and_unknown_paths() {
     let s = spawn(|_| {}).await;
-    let r = s.http.get(format!("{}/webhook", s.url)).send().await.unwrap();
+    let r = s
+        .http
+        .get(format!("{}/webhook", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 405);
     assert_eq!(r.headers()["allow"], "POST");
     json_error(&r.text().await.unwrap());
-    let r = s.http.post(format!("{}/health", s.url)).send().await.unwrap();
-    assert_eq!((r.status().as_u16(), r.headers()["allow"].to_str().unwrap()), (405, "GET"));
-    let r = s.http.delete(format!("{}/actions", s.url)).send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}/health", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.headers()["allow"].to_str().unwrap()),
+        (405, "GET")
+    );
+    let r = s
+        .http
+        .delete(format!("{}/actions", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 405);
-    let r = s.http.get(format!("{}/no/such/path", s.url)).send().await.unwrap();
+    let r = s
+        .http
+        .get(format!("{}/no/such/path", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
-    assert_eq!(json_error(&r.text().await.unwrap())["action_name"], Value::Null);
-    let r = s.http.request(reqwest::Method::OPTIONS, format!("{}/anything", s.url)).send().await.unwrap();
+    assert_eq!(
+        json_error(&r.text().await.unwrap())["action_name"],
+        Value::Null
+    );
+    let r = s
+        .http
+        .request(reqwest::Method::OPTIONS, format!("{}/anything", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200, "OPTIONS is always answered");
 }
 
@@ -293,13 +424,25 @@ async fn compressed_bodies_deflate_raw_deflate_and_gzip_any_case() {
         ("gzip", gzip(&plain)),
         ("GZIP", gzip(&plain)),
     ] {
-        let (status, _, text) = s.post("/webhook", bytes, &[("content-encoding", encoding)]).await;
+        let (status, _, text) = s
+            .post("/webhook", bytes, &[("content-encoding", encoding)])
+            .await;
         assert_eq!(status, 200, "{encoding}: {text}");
     }
-    let (status, _, text) = s.post("/webhook", plain.clone(), &[("content-encoding", "br")]).await;
+    let (status, _, text) = s
+        .post("/webhook", plain.clone(), &[("content-encoding", "br")])
+        .await;
     assert_eq!(status, 415);
     json_error(&text);
 }
+
+/// A name, the body, its headers, the expected status.
+type HostileCase = (
+    &'static str,
+    Vec<u8>,
+    Vec<(&'static str, &'static str)>,
+    u16,
+);
 
 #[tokio::test]
 async fn hostile_input_gets_a_4xx_json_error_and_the_server_keeps_serving() {
@@ -308,7 +451,9 @@ async fn hostile_input_gets_a_4xx_json_error_and_the_server_keeps_serving() {
         settings.limits.max_decompressed = 1024 * 1024;
     })
     .await;
-    let mut nested = String::from(r#"{"next_action":"count_events","sender_id":"s","tracker":{"sender_id":"s","slots":{"x":"#);
+    let mut nested = String::from(
+        r#"{"next_action":"count_events","sender_id":"s","tracker":{"sender_id":"s","slots":{"x":"#,
+    );
     nested.push_str(&"[".repeat(5000));
     nested.push_str(&"]".repeat(5000));
     nested.push_str("}}}");
@@ -316,7 +461,7 @@ async fn hostile_input_gets_a_4xx_json_error_and_the_server_keeps_serving() {
     let mut invalid_utf8 = br#"{"next_action":"count_events","tracker":{"sender_id":"s"#.to_vec();
     invalid_utf8.extend_from_slice(&[0xff, 0xfe]);
     invalid_utf8.extend_from_slice(br#""}}"#);
-    let cases: Vec<(&str, Vec<u8>, Vec<(&str, &str)>, u16)> = vec![
+    let cases: Vec<HostileCase> = vec![
         ("malformed JSON", b"{\"next_action\": ".to_vec(), vec![], 400),
         ("not an object", b"[1, 2]".to_vec(), vec![], 400),
         ("a string", b"\"count_events\"".to_vec(), vec![], 400),
@@ -367,38 +512,100 @@ async fn hostile_input_gets_a_4xx_json_error_and_the_server_keeps_serving() {
 #[tokio::test]
 async fn authentication_by_rasa_token_parameter_or_bearer() {
     let s = spawn(|settings| settings.auth_token = Some("t0ken".into())).await;
-    let (status, _, text) = s.post("/webhook", body("count_events").to_string(), &[]).await;
+    let (status, _, text) = s
+        .post("/webhook", body("count_events").to_string(), &[])
+        .await;
     assert_eq!(status, 401);
     json_error(&text);
-    assert_eq!(s.post("/webhook?token=wrong", body("count_events").to_string(), &[]).await.0, 401);
-    assert_eq!(s.post("/webhook?token=t0ken", body("count_events").to_string(), &[]).await.0, 200);
+    assert_eq!(
+        s.post(
+            "/webhook?token=wrong",
+            body("count_events").to_string(),
+            &[]
+        )
+        .await
+        .0,
+        401
+    );
+    assert_eq!(
+        s.post(
+            "/webhook?token=t0ken",
+            body("count_events").to_string(),
+            &[]
+        )
+        .await
+        .0,
+        200
+    );
     let bearer = [("authorization", "Bearer t0ken")];
-    assert_eq!(s.post("/webhook", body("count_events").to_string(), &bearer).await.0, 200);
-    let r = s.http.get(format!("{}/actions", s.url)).send().await.unwrap();
+    assert_eq!(
+        s.post("/webhook", body("count_events").to_string(), &bearer)
+            .await
+            .0,
+        200
+    );
+    let r = s
+        .http
+        .get(format!("{}/actions", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
-    let r = s.http.get(format!("{}/actions?token=t0ken", s.url)).send().await.unwrap();
+    let r = s
+        .http
+        .get(format!("{}/actions?token=t0ken", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
-    let r = s.http.get(format!("{}/health", s.url)).send().await.unwrap();
+    let r = s
+        .http
+        .get(format!("{}/health", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200, "/health stays open");
     let named = spawn(|settings| {
         settings.auth_token = Some("t0ken".into());
         settings.token_name = "key".into();
     })
     .await;
-    assert_eq!(named.post("/webhook?key=t0ken", body("count_events").to_string(), &[]).await.0, 200);
-    assert_eq!(named.post("/webhook?token=t0ken", body("count_events").to_string(), &[]).await.0, 401);
+    assert_eq!(
+        named
+            .post("/webhook?key=t0ken", body("count_events").to_string(), &[])
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        named
+            .post(
+                "/webhook?token=t0ken",
+                body("count_events").to_string(),
+                &[]
+            )
+            .await
+            .0,
+        401
+    );
 }
 
 #[tokio::test]
 async fn cors_follows_rasa_sdks_matching_rules() {
-    let s = spawn(|settings| settings.cors = server::CorsPolicy::new(&["https://*.corp.example".into()]).unwrap()).await;
+    let s = spawn(|settings| {
+        settings.cors = server::CorsPolicy::new(&["https://*.corp.example".into()]).unwrap()
+    })
+    .await;
     let get = |origin: &'static str| {
         let http = s.http.clone();
         let url = format!("{}/health", s.url);
         async move { http.get(url).header("origin", origin).send().await.unwrap() }
     };
     let r = get("https://app.corp.example").await;
-    assert_eq!(r.headers()["access-control-allow-origin"], "https://app.corp.example");
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.corp.example"
+    );
     assert_eq!(r.headers()["vary"], "Origin");
     let r = get("https://x.corp.example.attacker.example").await;
     assert!(r.headers().get("access-control-allow-origin").is_none());
@@ -412,8 +619,14 @@ async fn cors_follows_rasa_sdks_matching_rules() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["access-control-allow-methods"], "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT");
-    assert_eq!(r.headers()["access-control-allow-headers"], "X-Foo, content-type");
+    assert_eq!(
+        r.headers()["access-control-allow-methods"],
+        "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"
+    );
+    assert_eq!(
+        r.headers()["access-control-allow-headers"],
+        "X-Foo, content-type"
+    );
 }
 
 #[tokio::test]
@@ -421,10 +634,31 @@ async fn metrics_count_requests_and_latency() {
     let s = spawn(|_| {}).await;
     s.still_serves().await;
     s.webhook(&body("nope")).await;
-    let text = s.http.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
-    assert!(text.contains(r#"actiongate_requests_total{route="/webhook",action="count_events",status="200"} 1"#), "{text}");
-    assert!(text.contains(r#"actiongate_requests_total{route="/webhook",action="nope",status="404"} 1"#), "{text}");
-    assert!(text.contains(r#"actiongate_request_duration_seconds_count{route="/webhook"} 2"#), "{text}");
+    let text = s
+        .http
+        .get(format!("{}/metrics", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains(
+            r#"actiongate_requests_total{route="/webhook",action="count_events",status="200"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"actiongate_requests_total{route="/webhook",action="nope",status="404"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"actiongate_request_duration_seconds_count{route="/webhook"} 2"#),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -432,39 +666,70 @@ async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_ones() {
     let s = spawn(|settings| settings.shutdown_timeout = 5).await;
     let http = s.http.clone();
     let url = format!("{}/webhook", s.url);
-    let in_flight = tokio::spawn(async move { http.post(url).body(body("slow").to_string()).send().await.unwrap().status() });
+    let in_flight = tokio::spawn(async move {
+        http.post(url)
+            .body(body("slow").to_string())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let stopping = tokio::spawn({
         let handle = s.handle.clone();
         async move { handle.stop(true).await }
     });
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let fresh = reqwest::Client::new().get(format!("{}/health", s.url)).send().await;
+    let fresh = reqwest::Client::new()
+        .get(format!("{}/health", s.url))
+        .send()
+        .await;
     assert!(fresh.is_err(), "new connections are refused while stopping");
-    assert_eq!(in_flight.await.unwrap(), 200, "the in-flight request finished");
+    assert_eq!(
+        in_flight.await.unwrap(),
+        200,
+        "the in-flight request finished"
+    );
     stopping.await.unwrap();
 }
 
 #[test]
 fn the_real_rasa_requests_parse_and_serialise_back_without_loss() {
     for name in ["select_request.json", "apply_request.json"] {
-        let path = format!("{}/tests/fixtures/rasa-3.6.21/{name}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/tests/fixtures/rasa-3.6.21/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let text = std::fs::read_to_string(path).unwrap();
         let request: WebhookRequest = serde_json::from_str(&text).unwrap();
         let original: Value = serde_json::from_str(&text).unwrap();
         let tracker = request.tracker.as_ref().unwrap();
         assert_eq!(tracker.sender_id, "probe-user-1");
         let back: Value = serde_json::to_value(tracker).unwrap();
-        assert_eq!(back, original["tracker"], "{name}: the tracker serialises back unchanged");
+        assert_eq!(
+            back, original["tracker"],
+            "{name}: the tracker serialises back unchanged"
+        );
         // Every event parses into its typed form.
         for event in &tracker.events {
             let typed = event.typed().unwrap();
-            assert!(!matches!(typed, actiongate::protocol::Event::Other(_)), "{}", event.name());
+            assert!(
+                !matches!(typed, actiongate::protocol::Event::Other(_)),
+                "{}",
+                event.name()
+            );
         }
-        assert_eq!(tracker.slots.get_str("change_tag"), original["tracker"]["slots"]["change_tag"].as_str());
+        assert_eq!(
+            tracker.slots.get_str("change_tag"),
+            original["tracker"]["slots"]["change_tag"].as_str()
+        );
     }
     let apply: WebhookRequest = serde_json::from_str(
-        &std::fs::read_to_string(format!("{}/tests/fixtures/rasa-3.6.21/apply_request.json", env!("CARGO_MANIFEST_DIR"))).unwrap(),
+        &std::fs::read_to_string(format!(
+            "{}/tests/fixtures/rasa-3.6.21/apply_request.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
     )
     .unwrap();
     let tracker: &Tracker = apply.tracker.as_ref().unwrap();

@@ -39,7 +39,9 @@ impl Action for CheckSubscriptionChange {
                     }
                 }
             };
-            self.0.audit("check_subscription_change", tracker, &outcome, None).await?;
+            self.0
+                .audit("check_subscription_change", tracker, &outcome, None)
+                .await?;
             Ok(outcome_events(&outcome, dispatcher))
         })
     }

@@ -52,15 +52,28 @@ impl Action for ListSubscriptions {
                 .iter()
                 .filter(|s| s.account == account)
                 .map(|s| {
-                    let types: Vec<&str> = s.options.iter().map(|o| o.change_type.as_str()).collect();
-                    format!("{} ({} changes possible: {})", s.display_name(), s.status, types.join(", "))
+                    let types: Vec<&str> =
+                        s.options.iter().map(|o| o.change_type.as_str()).collect();
+                    format!(
+                        "{} ({} changes possible: {})",
+                        s.display_name(),
+                        s.status,
+                        types.join(", ")
+                    )
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
             dispatcher.utter(
                 Message::response("utter_list_subscriptions")
                     .with_custom(json!({"subscriptions": list}))
-                    .with_var("summary", if summary.is_empty() { "none".to_owned() } else { summary }),
+                    .with_var(
+                        "summary",
+                        if summary.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            summary
+                        },
+                    ),
             );
             Ok(vec![OutEvent::slot("subscriptions", Value::Array(list))])
         })

@@ -129,7 +129,10 @@ impl Subscriptions {
         terms: Option<&Terms>,
     ) -> Result<(), ActionError> {
         let account = crate::consent::identity::account(tracker, &self.guard.config.identity);
-        let target = match (tracker.slots.get_str("subscription"), tracker.slots.get_str("change_type")) {
+        let target = match (
+            tracker.slots.get_str("subscription"),
+            tracker.slots.get_str("change_type"),
+        ) {
             (None, None) => None,
             (s, c) => Some(format!("{} {}", s.unwrap_or("?"), c.unwrap_or("?"))),
         };
@@ -147,7 +150,11 @@ impl Subscriptions {
             reason: outcome.reason.map(|r| r.as_str().to_owned()),
             ..AuditEntry::default()
         };
-        self.guard.store.audit(&entry).await.map_err(ActionError::failed)
+        self.guard
+            .store
+            .audit(&entry)
+            .await
+            .map_err(ActionError::failed)
     }
 }
 

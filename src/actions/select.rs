@@ -28,7 +28,12 @@ impl Action for SelectSubscriptionChange {
             let tracker = call.tracker;
             let (outcome, terms) = self.select(call).await;
             self.0
-                .audit("select_subscription_change", tracker, &outcome, terms.as_ref().map(|(t, _)| t))
+                .audit(
+                    "select_subscription_change",
+                    tracker,
+                    &outcome,
+                    terms.as_ref().map(|(t, _)| t),
+                )
                 .await?;
             let mut events = match &terms {
                 Some((terms, display)) => vec![
@@ -39,7 +44,10 @@ impl Action for SelectSubscriptionChange {
                     OutEvent::slot(CHANGE_MEMORY[4], terms.tag.as_str()),
                 ],
                 // Nothing selected: clear the memory so no stale tag survives.
-                None => CHANGE_MEMORY.iter().map(|name| OutEvent::slot(*name, Value::Null)).collect(),
+                None => CHANGE_MEMORY
+                    .iter()
+                    .map(|name| OutEvent::slot(*name, Value::Null))
+                    .collect(),
             };
             if outcome.status == Status::Selected {
                 events.push(OutEvent::slot("change_status", "selected"));
@@ -60,7 +68,11 @@ impl SelectSubscriptionChange {
         let Some(account) = account(tracker, &guard.config.identity) else {
             return (Outcome::denied(), None);
         };
-        let Some(id) = tracker.slots.get_str("subscription").filter(|s| !s.is_empty()) else {
+        let Some(id) = tracker
+            .slots
+            .get_str("subscription")
+            .filter(|s| !s.is_empty())
+        else {
             return (Outcome::blocked(Reason::UnknownSubscription), None);
         };
         let record = match guard.client.get(id).await {

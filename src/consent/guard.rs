@@ -31,7 +31,13 @@ pub struct Memory {
 
 impl Memory {
     fn values(&self) -> [&Option<String>; 5] {
-        [&self.subscription, &self.label, &self.effective, &self.entitlements, &self.tag]
+        [
+            &self.subscription,
+            &self.label,
+            &self.effective,
+            &self.entitlements,
+            &self.tag,
+        ]
     }
 }
 
@@ -48,9 +54,13 @@ pub struct ApplyInputs {
 }
 
 impl ApplyInputs {
-    pub fn from_tracker(tracker: &Tracker, config: &ConsentConfig) -> Result<Self, conversation::MalformedEvent> {
+    pub fn from_tracker(
+        tracker: &Tracker,
+        config: &ConsentConfig,
+    ) -> Result<Self, conversation::MalformedEvent> {
         let events = tracker.session_events();
-        let conversation = conversation::read(&events, &config.confirm_response, &config.select_action)?;
+        let conversation =
+            conversation::read(&events, &config.confirm_response, &config.select_action)?;
         let text = |name: &str| tracker.slots.get_str(name).map(str::to_owned);
         Ok(Self {
             sender_id: tracker.sender_id.clone(),
@@ -83,7 +93,10 @@ pub struct Confirmation {
 
 /// Steps 1 to 8: who asks, what is in memory and where it came from, what was asked and
 /// answered. The first failing check decides.
-pub fn check_conversation(inputs: &ApplyInputs, config: &ConsentConfig) -> Result<Confirmation, Outcome> {
+pub fn check_conversation(
+    inputs: &ApplyInputs,
+    config: &ConsentConfig,
+) -> Result<Confirmation, Outcome> {
     // 1. An authenticated account.
     let account = inputs.account.clone().ok_or_else(Outcome::denied)?;
     // 2. A change in memory.
@@ -166,7 +179,11 @@ pub fn request_key(sender_id: &str, tag: &str, question: &Question, answer: &Ans
         sender_id,
         tag,
         &question.position.to_string(),
-        &question.timestamp.map(f64::to_bits).unwrap_or(0).to_string(),
+        &question
+            .timestamp
+            .map(f64::to_bits)
+            .unwrap_or(0)
+            .to_string(),
         &question.text,
         answer.message_id.as_deref().unwrap_or(""),
         &answer.timestamp.map(f64::to_bits).unwrap_or(0).to_string(),
@@ -191,7 +208,10 @@ pub fn current_terms(record: &Subscription, change_type: &str) -> Option<Terms> 
 
 /// Steps 10 and 11: the record is the account's, and the confirmed terms are still the
 /// service's. Returns the current terms.
-pub fn compare_facts(confirmation: &Confirmation, record: Option<&Subscription>) -> Result<Terms, Outcome> {
+pub fn compare_facts(
+    confirmation: &Confirmation,
+    record: Option<&Subscription>,
+) -> Result<Terms, Outcome> {
     // 10. The account's own subscription; nothing about another's is revealed.
     let record = record
         .filter(|r| r.account == confirmation.account && r.id == confirmation.tag.subscription)
@@ -200,7 +220,8 @@ pub fn compare_facts(confirmation: &Confirmation, record: Option<&Subscription>)
     let current = current_terms(record, &confirmation.tag.change_type);
     let unchanged = record.revision == confirmation.tag.revision
         && current.as_ref().is_some_and(|now| {
-            now.effective == confirmation.terms.effective && now.entitlements == confirmation.terms.entitlements
+            now.effective == confirmation.terms.effective
+                && now.entitlements == confirmation.terms.entitlements
         });
     match current {
         Some(now) if unchanged => Ok(now),
@@ -310,8 +331,15 @@ impl Guard {
                 sender_id: inputs.sender_id.clone(),
                 account: inputs.account.clone(),
                 target: target(inputs),
-                question_terms: inputs.conversation.question.as_ref().map(|q| q.text.clone()),
-                service_terms: outcome.current.as_ref().map(|t| serde_json::to_string(t).expect("terms serialise")),
+                question_terms: inputs
+                    .conversation
+                    .question
+                    .as_ref()
+                    .map(|q| q.text.clone()),
+                service_terms: outcome
+                    .current
+                    .as_ref()
+                    .map(|t| serde_json::to_string(t).expect("terms serialise")),
                 status: outcome.status.as_str().into(),
                 reason: outcome.reason.map(|r| r.as_str().into()),
                 request_key: key,
@@ -322,7 +350,11 @@ impl Guard {
     }
 
     /// Steps 9 to 13, once the conversation checks passed.
-    async fn decide(&self, confirmation: Confirmation, inputs: &ApplyInputs) -> Result<Outcome, StoreError> {
+    async fn decide(
+        &self,
+        confirmation: Confirmation,
+        inputs: &ApplyInputs,
+    ) -> Result<Outcome, StoreError> {
         // A repeat of a confirmation already acted on: the first call's outcome.
         if let Some(op) = self.store.operation(&confirmation.request_key).await? {
             return self.replay(op).await;
@@ -360,21 +392,30 @@ impl Guard {
         }
         // 12. The account's budget.
         let rate = self.config.rate;
-        if !self.store.take_token(&confirmation.account, rate.capacity, rate.per_second).await? {
+        if !self
+            .store
+            .take_token(&confirmation.account, rate.capacity, rate.per_second)
+            .await?
+        {
             self.store.release(&confirmation.request_key).await?;
             return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
         }
         // 13.
-        ConfirmedChange { confirmation, current }
-            .send(&self.client, &self.store)
-            .await
+        ConfirmedChange {
+            confirmation,
+            current,
+        }
+        .send(&self.client, &self.store)
+        .await
     }
 
     /// The outcome of an operation that already exists: final as recorded; in flight,
     /// waited for briefly; unknown, reconciled.
     async fn replay(&self, mut op: Operation) -> Result<Outcome, StoreError> {
         let deadline = tokio::time::Instant::now() + self.config.in_flight_wait;
-        while matches!(op.state, OpState::Claimed | OpState::Sent) && tokio::time::Instant::now() < deadline {
+        while matches!(op.state, OpState::Claimed | OpState::Sent)
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(25)).await;
             match self.store.operation(&op.request_key).await? {
                 Some(now) => op = now,
@@ -404,7 +445,9 @@ impl Guard {
                 let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
                 let outcome = applied(&terms);
                 let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-                self.store.set_state(&op.request_key, OpState::Applied, Some(&json)).await?;
+                self.store
+                    .set_state(&op.request_key, OpState::Applied, Some(&json))
+                    .await?;
                 Ok(outcome)
             }
             Ok(None) if now_ms() - op.updated_at > self.config.unknown_grace.as_millis() as i64 => {
@@ -416,7 +459,9 @@ impl Guard {
                     why: Some("The subscription service has no record of this change; nothing was changed.".into()),
                 };
                 let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-                self.store.set_state(&op.request_key, OpState::Failed, Some(&json)).await?;
+                self.store
+                    .set_state(&op.request_key, OpState::Failed, Some(&json))
+                    .await?;
                 Ok(outcome)
             }
             Ok(None) => Ok(pending()),
@@ -447,8 +492,15 @@ fn recorded(op: &Operation) -> Outcome {
 }
 
 fn target(inputs: &ApplyInputs) -> Option<String> {
-    match (&inputs.requested_subscription, &inputs.requested_change_type) {
+    match (
+        &inputs.requested_subscription,
+        &inputs.requested_change_type,
+    ) {
         (None, None) => None,
-        (s, c) => Some(format!("{} {}", s.as_deref().unwrap_or("?"), c.as_deref().unwrap_or("?"))),
+        (s, c) => Some(format!(
+            "{} {}",
+            s.as_deref().unwrap_or("?"),
+            c.as_deref().unwrap_or("?")
+        )),
     }
 }

@@ -66,13 +66,20 @@ pub fn verify_hs256(token: &str, secret: &[u8], claim: &str, now: i64) -> Option
         return None;
     }
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).ok()?;
-    mac.update(token[..token.rfind('.')?].as_bytes());
-    mac.verify_slice(&URL_SAFE_NO_PAD.decode(signature).ok()?).ok()?;
+    mac.update(&token.as_bytes()[..token.rfind('.')?]);
+    mac.verify_slice(&URL_SAFE_NO_PAD.decode(signature).ok()?)
+        .ok()?;
     let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
-    if claims.get("exp").is_some_and(|exp| exp.as_i64().is_none_or(|exp| exp <= now)) {
+    if claims
+        .get("exp")
+        .is_some_and(|exp| exp.as_i64().is_none_or(|exp| exp <= now))
+    {
         return None;
     }
-    if claims.get("nbf").is_some_and(|nbf| nbf.as_i64().is_none_or(|nbf| nbf > now)) {
+    if claims
+        .get("nbf")
+        .is_some_and(|nbf| nbf.as_i64().is_none_or(|nbf| nbf > now))
+    {
         return None;
     }
     let account = claims.get(claim)?.as_str()?;
@@ -97,14 +104,22 @@ mod tests {
     #[test]
     fn only_a_valid_unexpired_token_names_the_account() {
         let token = sign_hs256(&json!({"sub": "acct-7", "exp": 2_000}), b"secret");
-        assert_eq!(verify_hs256(&token, b"secret", "sub", 1_000).as_deref(), Some("acct-7"));
+        assert_eq!(
+            verify_hs256(&token, b"secret", "sub", 1_000).as_deref(),
+            Some("acct-7")
+        );
         assert_eq!(verify_hs256(&token, b"other", "sub", 1_000), None);
         assert_eq!(verify_hs256(&token, b"secret", "sub", 3_000), None);
-        let forged = token.replace(&token[token.find('.').unwrap() + 1..token.rfind('.').unwrap()],
-            &URL_SAFE_NO_PAD.encode(json!({"sub": "acct-9", "exp": 2_000}).to_string()));
+        let forged = token.replace(
+            &token[token.find('.').unwrap() + 1..token.rfind('.').unwrap()],
+            &URL_SAFE_NO_PAD.encode(json!({"sub": "acct-9", "exp": 2_000}).to_string()),
+        );
         assert_eq!(verify_hs256(&forged, b"secret", "sub", 1_000), None);
-        let none_alg = format!("{}.{}.", URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#),
-            URL_SAFE_NO_PAD.encode(json!({"sub": "acct-7"}).to_string()));
+        let none_alg = format!(
+            "{}.{}.",
+            URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#),
+            URL_SAFE_NO_PAD.encode(json!({"sub": "acct-7"}).to_string())
+        );
         assert_eq!(verify_hs256(&none_alg, b"secret", "sub", 1_000), None);
         assert_eq!(verify_hs256("acct-7", b"secret", "sub", 1_000), None);
     }

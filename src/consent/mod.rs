@@ -5,7 +5,10 @@ mod guard;
 pub mod identity;
 pub mod outcome;
 
-pub use guard::{check_conversation, compare_facts, current_terms, request_key, ApplyInputs, Confirmation, ConfirmedChange, Guard, Memory};
+pub use guard::{
+    check_conversation, compare_facts, current_terms, request_key, ApplyInputs, Confirmation,
+    ConfirmedChange, Guard, Memory,
+};
 pub use identity::IdentityConfig;
 pub use outcome::{Outcome, Reason, Status, Terms};
 

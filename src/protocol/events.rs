@@ -268,7 +268,10 @@ pub enum Event {
     CancelReminder(Reminder),
     Entities(EntitiesAdded),
     /// Rasa Pro's CALM events (`flow_started`, `stack`, ...): the kind and the fields.
-    Calm { kind: String, fields: Named },
+    Calm {
+        kind: String,
+        fields: Named,
+    },
     /// A kind this server does not know; kept as it came.
     Other(Value),
 }

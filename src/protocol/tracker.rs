@@ -164,8 +164,8 @@ impl<'de> Deserialize<'de> for Tracker {
                     }
                     fields.push((key, Some(raw)));
                 }
-                let sender_id = sender_id
-                    .ok_or_else(|| de::Error::custom("tracker.sender_id is missing"))?;
+                let sender_id =
+                    sender_id.ok_or_else(|| de::Error::custom("tracker.sender_id is missing"))?;
                 if active_loop.name.is_none() {
                     if let Some(form) = active_form {
                         active_loop = form;
@@ -214,7 +214,10 @@ impl Tracker {
             paused: false,
             active_loop: ActiveLoop::default(),
             latest_action_name: None,
-            fields: vec![("sender_id".into(), RawValue::from_string(Value::from(sender_id).to_string()).ok())],
+            fields: vec![(
+                "sender_id".into(),
+                RawValue::from_string(Value::from(sender_id).to_string()).ok(),
+            )],
         }
     }
 
@@ -314,7 +317,11 @@ impl Tracker {
 
     /// `get_latest_input_channel()`: the channel of the latest `user` event.
     pub fn latest_input_channel(&self) -> Option<String> {
-        let event = self.events.iter().rev().find(|e| e.kind() == EventKind::User)?;
+        let event = self
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.kind() == EventKind::User)?;
         match event.typed().ok()? {
             crate::protocol::Event::User(user) => user.input_channel,
             _ => None,
@@ -327,7 +334,7 @@ impl Tracker {
 }
 
 fn applied(events: &[RawEvent], session: bool) -> Vec<&RawEvent> {
-    fn undo_till<'a>(done: &mut Vec<&'a RawEvent>, kind: EventKind) {
+    fn undo_till(done: &mut Vec<&RawEvent>, kind: EventKind) {
         while let Some(event) = done.pop() {
             if event.kind() == kind {
                 break;

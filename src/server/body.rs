@@ -46,8 +46,8 @@ pub async fn read(
     }
     let mut body = BytesMut::with_capacity(declared.unwrap_or(8 * 1024).min(limits.max_body));
     while let Some(chunk) = payload.next().await {
-        let chunk =
-            chunk.map_err(|e| ApiError::bad_request(format!("could not read the body: {e}"), None))?;
+        let chunk = chunk
+            .map_err(|e| ApiError::bad_request(format!("could not read the body: {e}"), None))?;
         if body.len() + chunk.len() > limits.max_body {
             return Err(ApiError::TooLarge {
                 limit: limits.max_body,

@@ -31,9 +31,9 @@ impl CorsPolicy {
                     .map(regex::escape)
                     .collect::<Vec<_>>()
                     .join("[^/]*");
-                policy
-                    .patterns
-                    .push(Regex::new(&format!("(?i)^{glob}$")).expect("an escaped glob is a valid regex"));
+                policy.patterns.push(
+                    Regex::new(&format!("(?i)^{glob}$")).expect("an escaped glob is a valid regex"),
+                );
             } else {
                 policy.literals.push(origin.to_ascii_lowercase());
             }
@@ -95,7 +95,8 @@ mod tests {
 
     #[test]
     fn literals_are_case_insensitive_and_regexes_full_match() {
-        let p = CorsPolicy::new(&["https://A.example".into(), r"https://(b|c)\.example".into()]).unwrap();
+        let p = CorsPolicy::new(&["https://A.example".into(), r"https://(b|c)\.example".into()])
+            .unwrap();
         assert!(p.allows("https://a.example"));
         assert!(p.allows("https://C.example"));
         assert!(!p.allows("https://c.example.evil"));

@@ -51,7 +51,9 @@ impl Metrics {
     pub fn render(&self) -> String {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();
-        out.push_str("# HELP actiongate_requests_total Requests served, by route, action and status.\n");
+        out.push_str(
+            "# HELP actiongate_requests_total Requests served, by route, action and status.\n",
+        );
         out.push_str("# TYPE actiongate_requests_total counter\n");
         for ((route, action, status), n) in &inner.requests {
             let _ = writeln!(
@@ -61,7 +63,9 @@ impl Metrics {
                 escape(action)
             );
         }
-        out.push_str("# HELP actiongate_request_duration_seconds Time to answer a request, by route.\n");
+        out.push_str(
+            "# HELP actiongate_request_duration_seconds Time to answer a request, by route.\n",
+        );
         out.push_str("# TYPE actiongate_request_duration_seconds histogram\n");
         for (route, h) in &inner.latency {
             let route = escape(route);
@@ -76,8 +80,16 @@ impl Metrics {
                 "actiongate_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
                 h.count
             );
-            let _ = writeln!(out, "actiongate_request_duration_seconds_sum{{route=\"{route}\"}} {}", h.sum);
-            let _ = writeln!(out, "actiongate_request_duration_seconds_count{{route=\"{route}\"}} {}", h.count);
+            let _ = writeln!(
+                out,
+                "actiongate_request_duration_seconds_sum{{route=\"{route}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "actiongate_request_duration_seconds_count{{route=\"{route}\"}} {}",
+                h.count
+            );
         }
         out
     }

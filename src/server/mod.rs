@@ -95,9 +95,9 @@ impl DomainCache {
                 *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(domain.clone());
                 Ok(Some(domain))
             }
-            Some(Value::Object(_)) => Ok(self.cached(digest).or_else(|| {
-                self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
-            })),
+            Some(Value::Object(_)) => Ok(self
+                .cached(digest)
+                .or_else(|| self.last.lock().unwrap_or_else(|e| e.into_inner()).clone())),
             Some(Value::Null) | None => Ok(self.cached(digest)),
             Some(other) => Ok(Some(Arc::new(other))),
         }
@@ -154,24 +154,34 @@ pub fn serve(
             .service(
                 web::resource("/webhook")
                     .route(web::post().to(webhook))
-                    .default_service(web::to(|| async { Err::<HttpResponse, _>(ApiError::MethodNotAllowed("POST")) })),
+                    .default_service(web::to(|| async {
+                        Err::<HttpResponse, _>(ApiError::MethodNotAllowed("POST"))
+                    })),
             )
             .service(
                 web::resource("/health")
                     .route(web::get().to(health))
-                    .default_service(web::to(|| async { Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET")) })),
+                    .default_service(web::to(|| async {
+                        Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
+                    })),
             )
             .service(
                 web::resource("/actions")
                     .route(web::get().to(actions))
-                    .default_service(web::to(|| async { Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET")) })),
+                    .default_service(web::to(|| async {
+                        Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
+                    })),
             )
             .service(
                 web::resource("/metrics")
                     .route(web::get().to(metrics))
-                    .default_service(web::to(|| async { Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET")) })),
+                    .default_service(web::to(|| async {
+                        Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
+                    })),
             )
-            .default_service(web::to(|| async { Err::<HttpResponse, _>(ApiError::NotFound) }))
+            .default_service(web::to(|| async {
+                Err::<HttpResponse, _>(ApiError::NotFound)
+            }))
     })
     .shutdown_timeout(settings.shutdown_timeout)
     .keep_alive(std::time::Duration::from_secs(120));
@@ -232,7 +242,10 @@ async fn cors_and_preflight(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
     let state = req.app_data::<web::Data<AppState>>().cloned();
-    let policy = state.as_ref().map(|s| s.settings.cors.clone()).unwrap_or_default();
+    let policy = state
+        .as_ref()
+        .map(|s| s.settings.cors.clone())
+        .unwrap_or_default();
     let origins: Vec<String> = req
         .headers()
         .get_all(header::ORIGIN)
@@ -249,7 +262,8 @@ async fn cors_and_preflight(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
             if cors::ALLOW_METHODS.split(", ").any(|m| m == method) {
-                preflight.insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, cors::ALLOW_METHODS));
+                preflight
+                    .insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, cors::ALLOW_METHODS));
                 if let Some(requested) = req
                     .headers()
                     .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
@@ -268,7 +282,8 @@ async fn cors_and_preflight(
     };
     if let Some(origin) = allow {
         if let Ok(value) = HeaderValue::from_str(&origin) {
-            res.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+            res.headers_mut()
+                .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
             if policy.varies() {
                 res.headers_mut()
                     .insert(header::VARY, HeaderValue::from_static("Origin"));
@@ -293,10 +308,13 @@ impl AppState {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(|t| t.trim().to_owned());
-        let ok = [from_query, from_header].into_iter().flatten().any(|given| {
-            let digest: [u8; 32] = Sha256::digest(given.as_bytes()).into();
-            bool::from(digest.ct_eq(expected))
-        });
+        let ok = [from_query, from_header]
+            .into_iter()
+            .flatten()
+            .any(|given| {
+                let digest: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+                bool::from(digest.ct_eq(expected))
+            });
         if ok {
             Ok(())
         } else {
@@ -352,7 +370,11 @@ async fn webhook(
                     return Err(ApiError::UnknownAction(name.clone()));
                 }
             }
-            let message = if e.is_data() && e.to_string().starts_with("invalid type") && e.line() == 1 && e.column() <= 1 {
+            let message = if e.is_data()
+                && e.to_string().starts_with("invalid type")
+                && e.line() == 1
+                && e.column() <= 1
+            {
                 format!("the request must be a JSON object: {e}")
             } else {
                 format!("invalid request: {e}")
@@ -371,7 +393,10 @@ async fn webhook(
         return Err(ApiError::UnknownAction(name));
     };
     let Some(tracker) = &request.tracker else {
-        return Err(ApiError::bad_request("the request has no tracker", Some(name)));
+        return Err(ApiError::bad_request(
+            "the request has no tracker",
+            Some(name),
+        ));
     };
     tracing::Span::current().record("sender", tracker.sender_id.as_str());
     if let Some(sender) = &request.sender_id {
@@ -383,10 +408,9 @@ async fn webhook(
         }
     }
     let domain = if action.reads_domain() {
-        let domain = state
-            .domains
-            .resolve(&request)
-            .map_err(|e| ApiError::bad_request(format!("invalid domain: {e}"), Some(name.clone())))?;
+        let domain = state.domains.resolve(&request).map_err(|e| {
+            ApiError::bad_request(format!("invalid domain: {e}"), Some(name.clone()))
+        })?;
         match domain {
             Some(domain) => Some(domain),
             None => return Err(ApiError::DomainMissing(name)),

@@ -46,21 +46,30 @@ CREATE INDEX audit_sender ON audit (sender_id, at);
 pub async fn apply(pool: &AnyPool, postgres: bool) -> Result<(), sqlx::Error> {
     let mut conn = pool.acquire().await?;
     if postgres {
-        sqlx::query("SELECT pg_advisory_lock(7351001)").execute(&mut *conn).await?;
-    }
-    let result = async {
-        sqlx::query("CREATE TABLE IF NOT EXISTS actiongate_migrations (version BIGINT PRIMARY KEY)")
+        sqlx::query("SELECT pg_advisory_lock(7351001)")
             .execute(&mut *conn)
             .await?;
+    }
+    let result = async {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS actiongate_migrations (version BIGINT PRIMARY KEY)",
+        )
+        .execute(&mut *conn)
+        .await?;
         for migration in MIGRATIONS {
-            let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM actiongate_migrations WHERE version = $1")
-                .bind(migration.version)
-                .fetch_one(&mut *conn)
-                .await?;
+            let applied: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM actiongate_migrations WHERE version = $1")
+                    .bind(migration.version)
+                    .fetch_one(&mut *conn)
+                    .await?;
             if applied > 0 {
                 continue;
             }
-            let sql = if postgres { migration.postgres } else { migration.sqlite };
+            let sql = if postgres {
+                migration.postgres
+            } else {
+                migration.sqlite
+            };
             let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
                 sqlx::query(statement).execute(&mut *tx).await?;
@@ -75,7 +84,9 @@ pub async fn apply(pool: &AnyPool, postgres: bool) -> Result<(), sqlx::Error> {
     }
     .await;
     if postgres {
-        sqlx::query("SELECT pg_advisory_unlock(7351001)").execute(&mut *conn).await?;
+        sqlx::query("SELECT pg_advisory_unlock(7351001)")
+            .execute(&mut *conn)
+            .await?;
     }
     result
 }

@@ -126,7 +126,11 @@ impl Store {
                     let _ = std::fs::create_dir_all(parent);
                 }
             }
-            let query = if query.is_empty() { "mode=rwc".to_owned() } else { query.to_owned() };
+            let query = if query.is_empty() {
+                "mode=rwc".to_owned()
+            } else {
+                query.to_owned()
+            };
             format!("sqlite://{path}?{query}")
         } else {
             return Err(StoreError::Url(url.to_owned()));
@@ -137,9 +141,15 @@ impl Store {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if !postgres {
-                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA journal_mode = WAL")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA busy_timeout = 10000")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA synchronous = NORMAL")
+                            .execute(&mut *conn)
+                            .await?;
                     }
                     Ok(())
                 })
@@ -157,10 +167,12 @@ impl Store {
 
     /// The operation under a request key.
     pub async fn operation(&self, key: &str) -> Result<Option<Operation>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1"))
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1"
+        ))
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(row.map(|r| operation_from(&r)))
     }
 
@@ -186,7 +198,12 @@ impl Store {
     }
 
     /// Moves an operation to a new state, with its outcome when known.
-    pub async fn set_state(&self, key: &str, state: OpState, outcome: Option<&str>) -> Result<(), StoreError> {
+    pub async fn set_state(
+        &self,
+        key: &str,
+        state: OpState,
+        outcome: Option<&str>,
+    ) -> Result<(), StoreError> {
         sqlx::query("UPDATE operations SET state = $1, outcome = COALESCE($2, outcome), updated_at = $3 WHERE request_key = $4")
             .bind(state.as_str())
             .bind(outcome)
@@ -200,10 +217,12 @@ impl Store {
     /// Gives a claim back when nothing was sent, so the same confirmation can be tried
     /// again (rate limited, or the service unreachable before the command left).
     pub async fn release(&self, key: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM operations WHERE request_key = $1 AND state IN ('claimed', 'sent')")
-            .bind(key)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "DELETE FROM operations WHERE request_key = $1 AND state IN ('claimed', 'sent')",
+        )
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -233,7 +252,12 @@ impl Store {
 
     /// Takes one token from the account's bucket (shared by every replica using this
     /// database). `false`: the budget is spent.
-    pub async fn take_token(&self, account: &str, capacity: f64, per_second: f64) -> Result<bool, StoreError> {
+    pub async fn take_token(
+        &self,
+        account: &str,
+        capacity: f64,
+        per_second: f64,
+    ) -> Result<bool, StoreError> {
         let now = now_ms();
         sqlx::query(
             "INSERT INTO rate_buckets (account, tokens, updated_at) VALUES ($1, CAST($2 AS DOUBLE PRECISION), $3) \
@@ -284,7 +308,11 @@ impl Store {
     }
 
     /// Reads the audit trail, oldest first.
-    pub async fn audit_entries(&self, sender: Option<&str>, since_ms: Option<i64>) -> Result<Vec<AuditEntry>, StoreError> {
+    pub async fn audit_entries(
+        &self,
+        sender: Option<&str>,
+        since_ms: Option<i64>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key \
              FROM audit WHERE (CAST($1 AS TEXT) IS NULL OR sender_id = CAST($1 AS TEXT)) AND at >= $2 ORDER BY id",

@@ -56,7 +56,11 @@ pub struct ServiceClient {
 }
 
 impl ServiceClient {
-    pub fn new(base_url: &str, timeout: Duration, token: Option<String>) -> Result<Self, reqwest::Error> {
+    pub fn new(
+        base_url: &str,
+        timeout: Duration,
+        token: Option<String>,
+    ) -> Result<Self, reqwest::Error> {
         crate::telemetry::install_crypto();
         let http = reqwest::Client::builder()
             .timeout(timeout)
@@ -159,7 +163,9 @@ impl ServiceClient {
                     change,
                     replayed: replayed || status == StatusCode::OK,
                 },
-                Err(e) => CommandOutcome::Unknown(format!("the service's answer could not be read: {e}")),
+                Err(e) => {
+                    CommandOutcome::Unknown(format!("the service's answer could not be read: {e}"))
+                }
             },
             409 => CommandOutcome::InFlight,
             412 => match serde_json::from_slice::<Subscription>(&body) {
@@ -197,12 +203,16 @@ fn error_message(body: &[u8]) -> String {
             message: Some(message),
             ..
         }) => message,
-        Ok(ErrorBody { error: Some(code), .. }) => code,
+        Ok(ErrorBody {
+            error: Some(code), ..
+        }) => code,
         _ => String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
     }
 }
 
-async fn read_json<T: serde::de::DeserializeOwned>(response: reqwest::Response) -> Result<T, ServiceError> {
+async fn read_json<T: serde::de::DeserializeOwned>(
+    response: reqwest::Response,
+) -> Result<T, ServiceError> {
     let status = response.status();
     let body = response.bytes().await.map_err(ServiceError::Unreachable)?;
     if !status.is_success() {

@@ -77,7 +77,9 @@ async fn open(settings: &ServiceSettings) -> Result<SqlitePool, ServiceStartErro
     )
     .execute(&db)
     .await?;
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM records").fetch_one(&db).await?;
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM records")
+        .fetch_one(&db)
+        .await?;
     if count == 0 {
         if let Some(seed) = &settings.seed {
             let records: Vec<Subscription> = serde_json::from_str(seed)?;
@@ -89,7 +91,10 @@ async fn open(settings: &ServiceSettings) -> Result<SqlitePool, ServiceStartErro
     Ok(db)
 }
 
-async fn save<'e, E: sqlx::SqliteExecutor<'e>>(db: E, record: &Subscription) -> Result<(), sqlx::Error> {
+async fn save<'e, E: sqlx::SqliteExecutor<'e>>(
+    db: E,
+    record: &Subscription,
+) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO records (id, account, body) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET account = excluded.account, body = excluded.body")
         .bind(&record.id)
         .bind(&record.account)
@@ -99,7 +104,10 @@ async fn save<'e, E: sqlx::SqliteExecutor<'e>>(db: E, record: &Subscription) -> 
     Ok(())
 }
 
-async fn load<'e, E: sqlx::SqliteExecutor<'e>>(db: E, id: &str) -> Result<Option<Subscription>, sqlx::Error> {
+async fn load<'e, E: sqlx::SqliteExecutor<'e>>(
+    db: E,
+    id: &str,
+) -> Result<Option<Subscription>, sqlx::Error> {
     let row = sqlx::query("SELECT body FROM records WHERE id = ?")
         .bind(id)
         .fetch_optional(db)
@@ -108,7 +116,10 @@ async fn load<'e, E: sqlx::SqliteExecutor<'e>>(db: E, id: &str) -> Result<Option
 }
 
 /// Starts the service on a bound listener.
-pub async fn serve(listener: TcpListener, settings: ServiceSettings) -> Result<Server, ServiceStartError> {
+pub async fn serve(
+    listener: TcpListener,
+    settings: ServiceSettings,
+) -> Result<Server, ServiceStartError> {
     let db = open(&settings).await?;
     let state = web::Data::new(State {
         db,
@@ -120,14 +131,20 @@ pub async fn serve(listener: TcpListener, settings: ServiceSettings) -> Result<S
             .app_data(state.clone())
             .app_data(web::JsonConfig::default().error_handler(|err, _| {
                 let message = err.to_string();
-                actix_web::error::InternalError::from_response(err, error(StatusCode::BAD_REQUEST, "invalid_body", &message)).into()
+                actix_web::error::InternalError::from_response(
+                    err,
+                    error(StatusCode::BAD_REQUEST, "invalid_body", &message),
+                )
+                .into()
             }))
             .route("/v1/accounts/{account}/subscriptions", web::get().to(list))
             .route("/v1/subscriptions/{id}", web::get().to(get))
             .route("/v1/subscriptions/{id}", web::put().to(put))
             .route("/v1/subscriptions/{id}/changes", web::post().to(change))
             .route("/v1/changes/{key}", web::get().to(get_change))
-            .default_service(web::to(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such route") }))
+            .default_service(web::to(|| async {
+                error(StatusCode::NOT_FOUND, "not_found", "no such route")
+            }))
     })
     .workers(2)
     .disable_signals()
@@ -142,12 +159,18 @@ fn error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
 
 fn internal(e: sqlx::Error) -> HttpResponse {
     tracing::error!(error = %e, "the embedded service's database failed");
-    error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the service's database failed")
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "the service's database failed",
+    )
 }
 
 impl State {
     fn authorized(&self, req: &HttpRequest) -> bool {
-        let Some(token) = &self.token else { return true };
+        let Some(token) = &self.token else {
+            return true;
+        };
         req.headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -164,12 +187,20 @@ impl State {
 macro_rules! authorize {
     ($state:expr, $req:expr) => {
         if !$state.authorized(&$req) {
-            return error(StatusCode::UNAUTHORIZED, "unauthorized", "a valid token is required");
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a valid token is required",
+            );
         }
     };
 }
 
-async fn list(req: HttpRequest, state: web::Data<State>, account: web::Path<String>) -> HttpResponse {
+async fn list(
+    req: HttpRequest,
+    state: web::Data<State>,
+    account: web::Path<String>,
+) -> HttpResponse {
     authorize!(state, req);
     let rows = sqlx::query("SELECT body FROM records WHERE account = ? ORDER BY id")
         .bind(account.as_str())
@@ -179,7 +210,9 @@ async fn list(req: HttpRequest, state: web::Data<State>, account: web::Path<Stri
         Ok(rows) => {
             let records: Vec<Subscription> = rows
                 .iter()
-                .map(|r| serde_json::from_str(r.get::<&str, _>(0)).expect("stored records are valid"))
+                .map(|r| {
+                    serde_json::from_str(r.get::<&str, _>(0)).expect("stored records are valid")
+                })
                 .collect();
             HttpResponse::Ok().json(records)
         }
@@ -197,7 +230,11 @@ async fn get(req: HttpRequest, state: web::Data<State>, id: web::Path<String>) -
     authorize!(state, req);
     match load(&state.db, &id).await {
         Ok(Some(record)) => with_etag(&record, StatusCode::OK),
-        Ok(None) => error(StatusCode::NOT_FOUND, "unknown_subscription", "no such subscription"),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            "unknown_subscription",
+            "no such subscription",
+        ),
         Err(e) => internal(e),
     }
 }
@@ -212,7 +249,11 @@ async fn put(
     authorize!(state, req);
     let mut record = body.into_inner();
     if record.id != *id {
-        return error(StatusCode::UNPROCESSABLE_ENTITY, "id_mismatch", "the body's id is not the path's");
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "id_mismatch",
+            "the body's id is not the path's",
+        );
     }
     let result: Result<Subscription, sqlx::Error> = async {
         let mut tx = state.db.begin().await?;
@@ -255,11 +296,25 @@ async fn change(
             .filter(|v| !v.is_empty())
             .map(str::to_owned)
     };
-    let (Some(if_match), Some(key)) = (header_str("if-match"), header_str("idempotency-key")) else {
-        return error(StatusCode::PRECONDITION_REQUIRED, "precondition_required", "If-Match and Idempotency-Key are required");
+    let (Some(if_match), Some(key)) = (header_str("if-match"), header_str("idempotency-key"))
+    else {
+        return error(
+            StatusCode::PRECONDITION_REQUIRED,
+            "precondition_required",
+            "If-Match and Idempotency-Key are required",
+        );
     };
     let body_hash = hex::encode(Sha256::digest(format!("{}\n{}", *id, body.change_type)));
-    match begin_change(&state.db, &id, &key, &body_hash, &if_match, &body.change_type).await {
+    match begin_change(
+        &state.db,
+        &id,
+        &key,
+        &body_hash,
+        &if_match,
+        &body.change_type,
+    )
+    .await
+    {
         Ok(Begin::Proceed) => {}
         Ok(Begin::Answer(response)) => return response,
         Err(e) => return internal(e),
@@ -288,16 +343,26 @@ async fn begin_change(
     change_type: &str,
 ) -> Result<Begin, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let existing = sqlx::query("SELECT body_hash, state, response FROM changes WHERE request_key = ?")
-        .bind(key)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let existing =
+        sqlx::query("SELECT body_hash, state, response FROM changes WHERE request_key = ?")
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
     if let Some(row) = existing {
-        let (hash, state, response): (String, String, Option<String>) = (row.get(0), row.get(1), row.get(2));
+        let (hash, state, response): (String, String, Option<String>) =
+            (row.get(0), row.get(1), row.get(2));
         let answer = if hash != body_hash {
-            error(StatusCode::UNPROCESSABLE_ENTITY, "key_reused", "this Idempotency-Key was used with a different request")
+            error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "key_reused",
+                "this Idempotency-Key was used with a different request",
+            )
         } else if state == "in_flight" {
-            error(StatusCode::CONFLICT, "in_flight", "a request with this Idempotency-Key is in flight")
+            error(
+                StatusCode::CONFLICT,
+                "in_flight",
+                "a request with this Idempotency-Key is in flight",
+            )
         } else {
             HttpResponse::Ok()
                 .insert_header(("Idempotent-Replayed", "true"))
@@ -307,10 +372,17 @@ async fn begin_change(
         return Ok(Begin::Answer(answer));
     }
     let Some(record) = load(&mut *tx, id).await? else {
-        return Ok(Begin::Answer(error(StatusCode::NOT_FOUND, "unknown_subscription", "no such subscription")));
+        return Ok(Begin::Answer(error(
+            StatusCode::NOT_FOUND,
+            "unknown_subscription",
+            "no such subscription",
+        )));
     };
     if if_match.trim_matches('"') != format!("r{}", record.revision) {
-        return Ok(Begin::Answer(with_etag(&record, StatusCode::PRECONDITION_FAILED)));
+        return Ok(Begin::Answer(with_etag(
+            &record,
+            StatusCode::PRECONDITION_FAILED,
+        )));
     }
     if record.option(change_type).is_none() {
         return Ok(Begin::Answer(error(
@@ -329,13 +401,24 @@ async fn begin_change(
 }
 
 /// Applies the change: a new revision, the option consumed, a note saying why.
-async fn finish_change(db: &SqlitePool, id: &str, key: &str, change_type: &str) -> Result<Change, sqlx::Error> {
+async fn finish_change(
+    db: &SqlitePool,
+    id: &str,
+    key: &str,
+    change_type: &str,
+) -> Result<Change, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let mut record = load(&mut *tx, id).await?.expect("the record was there when the change began");
+    let mut record = load(&mut *tx, id)
+        .await?
+        .expect("the record was there when the change began");
     let option = record.option(change_type).cloned();
     record.revision += 1;
-    let now = OffsetDateTime::now_utc().format(&Rfc3339).expect("now formats");
-    let effective_at = option.as_ref().map_or_else(String::new, |o| o.effective_at.clone());
+    let now = OffsetDateTime::now_utc()
+        .format(&Rfc3339)
+        .expect("now formats");
+    let effective_at = option
+        .as_ref()
+        .map_or_else(String::new, |o| o.effective_at.clone());
     record.options.retain(|o| o.change_type != change_type);
     if change_type == "stop_renewal" {
         record.status = "ending".to_owned();
@@ -364,7 +447,11 @@ async fn finish_change(db: &SqlitePool, id: &str, key: &str, change_type: &str) 
     Ok(change)
 }
 
-async fn get_change(req: HttpRequest, state: web::Data<State>, key: web::Path<String>) -> HttpResponse {
+async fn get_change(
+    req: HttpRequest,
+    state: web::Data<State>,
+    key: web::Path<String>,
+) -> HttpResponse {
     authorize!(state, req);
     let row = sqlx::query("SELECT response FROM changes WHERE request_key = ? AND state = 'done'")
         .bind(key.as_str())
@@ -374,7 +461,11 @@ async fn get_change(req: HttpRequest, state: web::Data<State>, key: web::Path<St
         Ok(Some(row)) => HttpResponse::Ok()
             .content_type("application/json")
             .body(row.get::<String, _>(0)),
-        Ok(None) => error(StatusCode::NOT_FOUND, "unknown_change", "no change was made under this key"),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            "unknown_change",
+            "no change was made under this key",
+        ),
         Err(e) => internal(e),
     }
 }

@@ -94,7 +94,10 @@ impl Tag {
         let subscription = parts.next().filter(|s| !s.is_empty())?;
         let change_type = parts.next().filter(|s| !s.is_empty())?;
         let revision = parts.next()?.strip_prefix('r')?;
-        if parts.next().is_some() || revision.is_empty() || !revision.bytes().all(|b| b.is_ascii_digit()) {
+        if parts.next().is_some()
+            || revision.is_empty()
+            || !revision.bytes().all(|b| b.is_ascii_digit())
+        {
             return None;
         }
         Some(Self {
@@ -109,8 +112,10 @@ impl Tag {
 pub fn effective_text(effective_at: &str) -> Option<String> {
     let at = OffsetDateTime::parse(effective_at, &Rfc3339).ok()?;
     let at = at.to_offset(time::UtcOffset::UTC);
-    at.format(format_description!("[year]-[month]-[day] [hour]:[minute] UTC"))
-        .ok()
+    at.format(format_description!(
+        "[year]-[month]-[day] [hour]:[minute] UTC"
+    ))
+    .ok()
 }
 
 #[cfg(test)]
@@ -121,17 +126,31 @@ mod tests {
     fn tags_round_trip_and_reject_anything_else() {
         let tag = Tag::parse(&change_tag("WS-SUB-3304", "stop_renewal", 4)).unwrap();
         assert_eq!(tag.revision, 4);
-        for bad in ["", "WS-SUB-3304", "WS-SUB-3304 stop_renewal", "WS-SUB-3304 stop_renewal 4",
-            "WS-SUB-3304 stop_renewal r", "WS-SUB-3304 stop_renewal r4 x", "WS-SUB-3304  stop_renewal r4",
-            "WS-SUB-3304 stop_renewal r-4", "stop_renewal"] {
+        for bad in [
+            "",
+            "WS-SUB-3304",
+            "WS-SUB-3304 stop_renewal",
+            "WS-SUB-3304 stop_renewal 4",
+            "WS-SUB-3304 stop_renewal r",
+            "WS-SUB-3304 stop_renewal r4 x",
+            "WS-SUB-3304  stop_renewal r4",
+            "WS-SUB-3304 stop_renewal r-4",
+            "stop_renewal",
+        ] {
             assert_eq!(Tag::parse(bad), None, "{bad:?}");
         }
     }
 
     #[test]
     fn effective_dates_are_read_out_in_utc() {
-        assert_eq!(effective_text("2027-01-01T00:00:00Z").unwrap(), "2027-01-01 00:00 UTC");
-        assert_eq!(effective_text("2027-01-01T01:30:00+01:00").unwrap(), "2027-01-01 00:30 UTC");
+        assert_eq!(
+            effective_text("2027-01-01T00:00:00Z").unwrap(),
+            "2027-01-01 00:00 UTC"
+        );
+        assert_eq!(
+            effective_text("2027-01-01T01:30:00+01:00").unwrap(),
+            "2027-01-01 00:30 UTC"
+        );
         assert_eq!(effective_text("tomorrow"), None);
     }
 }

@@ -92,7 +92,12 @@ impl TestApp {
     }
 
     /// POSTs raw bytes with the given headers.
-    pub async fn post_raw(&self, path: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> (u16, reqwest::header::HeaderMap, Value) {
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> (u16, reqwest::header::HeaderMap, Value) {
         let mut request = self.http.post(format!("{}{path}", self.url)).body(body);
         for (k, v) in headers {
             request = request.header(*k, *v);
@@ -152,12 +157,14 @@ impl TestApp {
     }
 }
 
-pub const STYLE_BOX_WHY: &str = "The October Style Box was charged early, on 2026-09-30, while this chat was open.";
+pub const STYLE_BOX_WHY: &str =
+    "The October Style Box was charged early, on 2026-09-30, while this chat was open.";
 
 /// The responses file, for rendering questions as Rasa would.
 pub fn confirmation_template() -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("responses/subscription_change.yml");
-    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     doc["responses"]["utter_confirm_subscription_change"][0]["text"]
         .as_str()
         .unwrap()
@@ -208,7 +215,8 @@ impl Conversation {
         let t = self.tick();
         self.events.push(json!({"event": "action", "timestamp": t, "metadata": meta(), "name": "action_session_start", "policy": null, "confidence": 1.0, "action_text": null, "hide_rule_turn": false}));
         let t = self.tick();
-        self.events.push(json!({"event": "session_started", "timestamp": t, "metadata": meta()}));
+        self.events
+            .push(json!({"event": "session_started", "timestamp": t, "metadata": meta()}));
         self.slot("session_started_metadata", metadata);
         self.action("action_listen");
     }
@@ -314,7 +322,12 @@ impl Conversation {
     }
 
     /// "I want to stop the renewal of WS-SUB-3304" → select → the question.
-    pub async fn request_change(&mut self, app: &TestApp, subscription: &str, change_type: &str) -> Value {
+    pub async fn request_change(
+        &mut self,
+        app: &TestApp,
+        subscription: &str,
+        change_type: &str,
+    ) -> Value {
         self.user(
             &format!("please {change_type} on {subscription}"),
             "request_change",
