@@ -3,6 +3,8 @@
 //! sends (see tests/fixtures/rasa-3.6.21/).
 #![allow(dead_code)]
 
+pub mod faults;
+
 use std::path::PathBuf;
 
 use clap::Parser;

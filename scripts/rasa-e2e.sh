@@ -1,0 +1,392 @@
+#!/usr/bin/env bash
+# A real Rasa 3.6.21 talks to actiongate, end to end.
+#
+#   bash scripts/rasa-e2e.sh [CONVERSATION.yml ...]   (default: tests/conversations/*.yml)
+#
+# 1. a Python 3.10 venv at .venv-rasa/ with assistant/requirements-lock.txt (reused when it
+#    already has rasa 3.6.21);
+# 2. trains the assistant in assistant/ once (a few seconds: keyword intents, regex
+#    entities, rules only);
+# 3. builds target/debug/actiongate;
+# 4. runs every conversation file in three set-ups, each against a real `rasa run`:
+#      plain       Rasa -> actiongate, plain JSON;
+#      compressed  Rasa started with COMPRESS_ACTION_SERVER_REQUEST=true (deflate bodies);
+#      token       actiongate started with --auth-token, Rasa's action_endpoint with
+#                  `token:` (Rasa appends ?token=...);
+#    Each file gets a freshly seeded actiongate (its own --data-dir), because the
+#    conversations change the subscription records. `actiongate converse` drives Rasa's
+#    REST channel and checks Rasa's trackers.
+# 5. runs the Mantle forwarder's tests (tests/mantle, pytest in the same venv) against the
+#    same binary (skipped when files are named on the command line, or E2E_MANTLE=0);
+# 6. stops everything it started, and ends with `N passed, M failed` (conversations and
+#    Mantle tests together); exits non-zero if any failed or any set-up could not run.
+#
+# Environment: RASA_VENV (venv path), E2E_SKIP_BUILD=1 (use the existing binary),
+# E2E_ACTIONGATE (another actiongate binary; implies no build),
+# E2E_VARIANTS="plain compressed token" (which set-ups), E2E_KEEP=1 (keep the work dir
+# with all logs).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+RASA_VERSION="3.6.21"
+VENV="${RASA_VENV:-$ROOT/.venv-rasa}"
+BIN="${E2E_ACTIONGATE:-$ROOT/target/debug/actiongate}"
+VARIANTS="${E2E_VARIANTS:-plain compressed token}"
+TOKEN="secret"
+
+if [ "$#" -gt 0 ]; then
+  FILES=("$@")
+else
+  FILES=(tests/conversations/*.yml)
+fi
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/actiongate-e2e.XXXXXX")"
+[ "${E2E_KEEP:-0}" = "1" ] && printf '[rasa-e2e] work dir (kept): %s\n' "$WORK" >&2
+PIDS=()
+FAILED_SETUP=0
+
+log() { printf '[rasa-e2e] %s\n' "$*" >&2; }
+
+stop_pid() {
+  local pid="$1"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local status=$?
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && stop_pid "$pid"
+  done
+  if [ "${E2E_KEEP:-0}" != "1" ]; then
+    rm -rf "$WORK"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+show_log() {
+  local file="$1"
+  if [ -f "$file" ]; then
+    log "---- last lines of $(basename "$file") ----"
+    tail -n 40 "$file" >&2 || true
+  fi
+}
+
+# ---------------------------------------------------------------------------------------
+# 1. The Rasa venv
+# ---------------------------------------------------------------------------------------
+find_python() {
+  local candidate=""
+  if command -v pyenv >/dev/null 2>&1; then
+    candidate="$(pyenv root)/versions/3.10.13/bin/python3.10"
+    if [ -x "$candidate" ]; then
+      echo "$candidate"
+      return
+    fi
+  fi
+  if command -v python3.10 >/dev/null 2>&1; then
+    command -v python3.10
+    return
+  fi
+  log "no Python 3.10 found (pyenv's 3.10.13, or python3.10 on PATH); Rasa 3.6 needs it"
+  exit 2
+}
+
+venv_has_rasa() {
+  [ -x "$VENV/bin/python" ] && [ -x "$VENV/bin/rasa" ] &&
+    [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("rasa"))' 2>/dev/null)" = "$RASA_VERSION" ]
+}
+
+if venv_has_rasa; then
+  log "reusing $VENV (rasa $RASA_VERSION)"
+else
+  PYTHON="$(find_python)"
+  log "creating $VENV with $PYTHON and installing assistant/requirements-lock.txt"
+  started=$SECONDS
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -r "$ROOT/assistant/requirements-lock.txt"
+  venv_has_rasa || { log "rasa $RASA_VERSION did not install into $VENV"; exit 2; }
+  log "venv ready in $((SECONDS - started))s"
+fi
+PY="$VENV/bin/python"
+RASA="$VENV/bin/rasa"
+
+export RASA_TELEMETRY_ENABLED=false
+export SQLALCHEMY_SILENCE_UBER_WARNING=1
+export TF_CPP_MIN_LOG_LEVEL=2
+export PYTHONWARNINGS=ignore
+# Rasa's training cache goes to the work dir, not into assistant/.rasa/
+export RASA_CACHE_DIRECTORY="$WORK/rasa-cache"
+
+# ---------------------------------------------------------------------------------------
+# 2. Train once
+# ---------------------------------------------------------------------------------------
+log "training the assistant"
+started=$SECONDS
+if ! (cd "$ROOT/assistant" && "$RASA" train --domain domain --data data --config config.yml \
+  --out "$WORK/models" --fixed-model-name assistant) >"$WORK/train.log" 2>&1; then
+  show_log "$WORK/train.log"
+  log "training failed"
+  exit 1
+fi
+MODEL="$WORK/models/assistant.tar.gz"
+log "trained in $((SECONDS - started))s"
+
+# ---------------------------------------------------------------------------------------
+# 3. Build actiongate
+# ---------------------------------------------------------------------------------------
+if [ "${E2E_SKIP_BUILD:-0}" != "1" ] && [ -z "${E2E_ACTIONGATE:-}" ]; then
+  log "building actiongate"
+  cargo build --quiet --bin actiongate
+fi
+[ -x "$BIN" ] || { log "no $BIN"; exit 2; }
+
+# ---------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# http_status METHOD URL -> the HTTP status, or 000 when nothing answers
+http_status() {
+  "$PY" - "$1" "$2" <<'EOF'
+import sys, urllib.request, urllib.error
+method, url = sys.argv[1], sys.argv[2]
+data = b"{}" if method == "POST" else None
+req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(req, timeout=2) as r:
+        print(r.status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except Exception:
+    print("000")
+EOF
+}
+
+# wait_for URL PID NAME LOG SECONDS: until URL answers 200
+wait_for() {
+  local url="$1" pid="$2" name="$3" logfile="$4" limit="$5" waited=0
+  while [ "$(http_status GET "$url")" != "200" ]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log "$name exited before it answered $url"
+      show_log "$logfile"
+      return 1
+    fi
+    if [ "$waited" -ge $((limit * 4)) ]; then
+      log "$name did not answer $url within ${limit}s"
+      show_log "$logfile"
+      return 1
+    fi
+    sleep 0.25
+    waited=$((waited + 1))
+  done
+}
+
+AG_PORT="$(free_port)"
+SERVICE_PORT="$(free_port)"
+RASA_PORT="$(free_port)"
+while [ "$SERVICE_PORT" = "$AG_PORT" ]; do SERVICE_PORT="$(free_port)"; done
+while [ "$RASA_PORT" = "$AG_PORT" ] || [ "$RASA_PORT" = "$SERVICE_PORT" ]; do RASA_PORT="$(free_port)"; done
+AG_URL="http://127.0.0.1:$AG_PORT"
+SERVICE_URL="http://127.0.0.1:$SERVICE_PORT"
+RASA_URL="http://127.0.0.1:$RASA_PORT"
+log "ports: actiongate $AG_PORT, subscription service $SERVICE_PORT, rasa $RASA_PORT"
+
+AG_PID=""
+RASA_PID=""
+RUN_NO=0
+
+start_actiongate() { # start_actiongate NAME ENDPOINTS_FILE [extra serve args...]
+  local name="$1" endpoints="$2"
+  shift 2
+  RUN_NO=$((RUN_NO + 1))
+  local data_dir="$WORK/data-$RUN_NO-$name"
+  local logfile="$WORK/actiongate-$RUN_NO-$name.log"
+  mkdir -p "$data_dir"
+  "$BIN" serve --host 127.0.0.1 --port "$AG_PORT" --embedded-service-port "$SERVICE_PORT" \
+    --data-dir "$data_dir" --endpoints "$endpoints" "$@" >"$logfile" 2>&1 &
+  AG_PID=$!
+  PIDS+=("$AG_PID")
+  wait_for "$AG_URL/health" "$AG_PID" "actiongate" "$logfile" 30 || return 1
+  # the embedded service answers too (any HTTP status will do)
+  local waited=0
+  while [ "$(http_status GET "$SERVICE_URL/v1/subscriptions/WS-SUB-3304")" = "000" ]; do
+    if [ "$waited" -ge 120 ]; then
+      log "the embedded subscription service did not answer on $SERVICE_URL"
+      show_log "$logfile"
+      return 1
+    fi
+    sleep 0.25
+    waited=$((waited + 1))
+  done
+}
+
+stop_actiongate() {
+  if [ -n "$AG_PID" ]; then
+    stop_pid "$AG_PID"
+    AG_PID=""
+  fi
+}
+
+start_rasa() { # start_rasa NAME ENDPOINTS_FILE [VAR=value ...]
+  local name="$1" endpoints="$2"
+  shift 2
+  local logfile="$WORK/rasa-$name.log"
+  env "$@" "$RASA" run --enable-api -i 127.0.0.1 -p "$RASA_PORT" -m "$MODEL" \
+    --endpoints "$endpoints" --credentials "$ROOT/assistant/credentials.yml" \
+    >"$logfile" 2>&1 &
+  RASA_PID=$!
+  PIDS+=("$RASA_PID")
+  wait_for "$RASA_URL/status" "$RASA_PID" "rasa" "$logfile" 120
+}
+
+stop_rasa() {
+  if [ -n "$RASA_PID" ]; then
+    stop_pid "$RASA_PID"
+    RASA_PID=""
+  fi
+}
+
+TOTAL_PASSED=0
+TOTAL_FAILED=0
+
+# run_files VARIANT ENDPOINTS_FILE [extra serve args...]: every file against a fresh
+# actiongate, which reads the same endpoints file as Rasa
+run_files() {
+  local variant="$1" endpoints="$2"
+  shift 2
+  local file out summary passed failed
+  for file in "${FILES[@]}"; do
+    local rel="${file#"$ROOT"/}"
+    log "[$variant] $rel"
+    if ! start_actiongate "$variant" "$endpoints" "$@"; then
+      stop_actiongate
+      FAILED_SETUP=1
+      continue
+    fi
+    out="$WORK/converse-$RUN_NO-$variant.out"
+    set +e
+    "$BIN" converse "$file" --rasa "$RASA_URL" --service "$SERVICE_URL" >"$out" 2>&1
+    local rc=$?
+    set -e
+    sed "s/^/  [$variant] /" "$out"
+    summary="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1 || true)"
+    if [ -z "$summary" ]; then
+      log "[$variant] $rel: no summary from actiongate converse (exit $rc)"
+      show_log "$WORK/actiongate-$RUN_NO-$variant.log"
+      FAILED_SETUP=1
+    else
+      passed="${summary%% passed*}"
+      failed="${summary#*passed, }"
+      failed="${failed%% failed*}"
+      TOTAL_PASSED=$((TOTAL_PASSED + passed))
+      TOTAL_FAILED=$((TOTAL_FAILED + failed))
+      if [ "$failed" != "0" ]; then
+        show_log "$WORK/actiongate-$RUN_NO-$variant.log"
+      fi
+    fi
+    stop_actiongate
+  done
+}
+
+write_endpoints() { # write_endpoints FILE [TOKEN]
+  {
+    echo "action_endpoint:"
+    echo "  url: \"$AG_URL/webhook\""
+    if [ -n "${2:-}" ]; then
+      echo "  token: \"$2\""
+    fi
+  } >"$1"
+}
+
+# ---------------------------------------------------------------------------------------
+# 4. The set-ups
+# ---------------------------------------------------------------------------------------
+write_endpoints "$WORK/endpoints.yml"
+write_endpoints "$WORK/endpoints-token.yml" "$TOKEN"
+
+for variant in $VARIANTS; do
+  case "$variant" in
+    plain)
+      start_rasa plain "$WORK/endpoints.yml" || { FAILED_SETUP=1; stop_rasa; continue; }
+      run_files plain "$WORK/endpoints.yml"
+      ;;
+    compressed)
+      start_rasa compressed "$WORK/endpoints.yml" COMPRESS_ACTION_SERVER_REQUEST=true ||
+        { FAILED_SETUP=1; stop_rasa; continue; }
+      run_files compressed "$WORK/endpoints.yml"
+      ;;
+    token)
+      start_rasa token "$WORK/endpoints-token.yml" || { FAILED_SETUP=1; stop_rasa; continue; }
+      # the server must refuse a call without the token (CONTRACT.md, section 0)
+      if start_actiongate token-check "$WORK/endpoints-token.yml" --auth-token "$TOKEN"; then
+        status="$(http_status POST "$AG_URL/webhook")"
+        if [ "$status" != "401" ]; then
+          log "[token] POST /webhook without the token answered $status, not 401"
+          FAILED_SETUP=1
+        fi
+      else
+        FAILED_SETUP=1
+      fi
+      stop_actiongate
+      run_files token "$WORK/endpoints-token.yml" --auth-token "$TOKEN"
+      ;;
+    *)
+      log "unknown variant $variant"
+      FAILED_SETUP=1
+      ;;
+  esac
+  stop_rasa
+done
+
+# ---------------------------------------------------------------------------------------
+# 5. The Mantle forwarder (skills/subscription_change/tools.py) against actiongate
+# ---------------------------------------------------------------------------------------
+if [ "${E2E_MANTLE:-1}" = "1" ] && [ "$#" -eq 0 ]; then
+  if ! "$PY" -c 'import pytest' 2>/dev/null; then
+    log "installing pytest into $VENV (constrained by the lock)"
+    "$PY" -m pip install --quiet --disable-pip-version-check pytest \
+      -c "$ROOT/assistant/requirements-lock.txt"
+  fi
+  log "[mantle] tests/mantle"
+  set +e
+  ACTIONGATE_BIN="$BIN" "$PY" -m pytest -p no:cacheprovider -q tests/mantle >"$WORK/mantle.out" 2>&1
+  rc=$?
+  set -e
+  sed "s/^/  [mantle] /" "$WORK/mantle.out"
+  last="$(tail -n 1 "$WORK/mantle.out")"
+  m_passed=0
+  m_failed=0
+  if [[ "$last" =~ ([0-9]+)\ passed ]]; then m_passed=${BASH_REMATCH[1]}; fi
+  if [[ "$last" =~ ([0-9]+)\ failed ]]; then m_failed=$((m_failed + BASH_REMATCH[1])); fi
+  if [[ "$last" =~ ([0-9]+)\ error ]]; then m_failed=$((m_failed + BASH_REMATCH[1])); fi
+  TOTAL_PASSED=$((TOTAL_PASSED + m_passed))
+  TOTAL_FAILED=$((TOTAL_FAILED + m_failed))
+  if [ "$rc" != "0" ] && [ "$m_failed" = "0" ]; then
+    log "[mantle] pytest exited $rc"
+    FAILED_SETUP=1
+  fi
+fi
+
+if [ "$FAILED_SETUP" != "0" ]; then
+  log "some set-ups could not run (see above)"
+fi
+echo "$TOTAL_PASSED passed, $TOTAL_FAILED failed"
+if [ "$TOTAL_FAILED" != "0" ] || [ "$FAILED_SETUP" != "0" ] || [ "$TOTAL_PASSED" = "0" ]; then
+  exit 1
+fi

@@ -1,0 +1,524 @@
+//! Exactly once, across failures and replicas: atomic claims, unknown outcomes resolved by
+//! reconciliation, a crash between sending and recording, rate limits shared by replicas,
+//! and the audit trail. Each test runs on SQLite; its PostgreSQL twin runs when
+//! ACTIONGATE_TEST_POSTGRES_URL names a server (scripts/test-postgres.sh sets it up).
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::faults::{Fault, FaultyService};
+use common::{outcome_of, spawn_app_with, Conversation, TestApp};
+use serde_json::{json, Value};
+
+use actiongate::store::{OpState, Operation, Store};
+use actiongate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
+
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh database: a SQLite file in `dir`, or a new PostgreSQL database.
+async fn database_url(backend: Backend, dir: &std::path::Path) -> String {
+    match backend {
+        Backend::Sqlite => format!("sqlite:{}", dir.join("shared.db").display()),
+        Backend::Postgres => {
+            use sqlx::Connection;
+            let admin = std::env::var("ACTIONGATE_TEST_POSTGRES_URL")
+                .expect("ACTIONGATE_TEST_POSTGRES_URL names a PostgreSQL server (see scripts/test-postgres.sh)");
+            let name = format!(
+                "ag_{}_{}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos()
+            );
+            let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            let (base, _) = admin.rsplit_once('/').unwrap();
+            format!("{base}/{name}")
+        }
+    }
+}
+
+/// Declares a test for both backends.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(super::Backend::Sqlite).await
+            }
+            #[tokio::test]
+            #[ignore = "needs PostgreSQL: scripts/test-postgres.sh"]
+            async fn postgres() {
+                super::$name(super::Backend::Postgres).await
+            }
+        }
+    )*};
+}
+
+on_both!(
+    concurrent_claims_have_one_winner,
+    the_token_bucket_spends_and_refills,
+    fifty_concurrent_applies_over_two_replicas_change_once,
+    a_dropped_connection_after_the_command_is_pending_until_checked,
+    a_service_stalled_past_the_timeout_is_pending_until_checked,
+    a_crash_between_sending_and_recording_is_reconciled,
+    the_rate_limit_is_shared_by_replicas,
+    the_audit_trail_records_every_decision,
+);
+
+fn op(key: &str) -> Operation {
+    Operation {
+        request_key: key.into(),
+        sender_id: "s".into(),
+        account: "acct-7".into(),
+        subscription: "WS-SUB-3304".into(),
+        change_type: "stop_renewal".into(),
+        revision: 4,
+        terms: "{}".into(),
+        state: OpState::Claimed,
+        outcome: None,
+        created_at: 0,
+        updated_at: 0,
+    }
+}
+
+async fn concurrent_claims_have_one_winner(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(&database_url(backend, dir.path()).await)
+        .await
+        .unwrap();
+    let claims = (0..50).map(|_| {
+        let store = store.clone();
+        tokio::spawn(async move { store.claim(&op("k1")).await.unwrap() })
+    });
+    let won = futures_util::future::join_all(claims)
+        .await
+        .into_iter()
+        .filter(|r| *r.as_ref().unwrap())
+        .count();
+    assert_eq!(won, 1);
+    store.set_state("k1", OpState::Sent, None).await.unwrap();
+    store.release("k1").await.unwrap();
+    assert!(
+        store.operation("k1").await.unwrap().is_none(),
+        "a claim with nothing sent can be released"
+    );
+}
+
+async fn the_token_bucket_spends_and_refills(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(&database_url(backend, dir.path()).await)
+        .await
+        .unwrap();
+    assert!(store.take_token("a", 2.0, 0.0).await.unwrap());
+    assert!(store.take_token("a", 2.0, 0.0).await.unwrap());
+    assert!(!store.take_token("a", 2.0, 0.0).await.unwrap(), "spent");
+    assert!(
+        store.take_token("b", 2.0, 0.0).await.unwrap(),
+        "per account"
+    );
+    assert!(store.take_token("c", 1.0, 20.0).await.unwrap());
+    assert!(!store.take_token("c", 1.0, 20.0).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert!(store.take_token("c", 1.0, 20.0).await.unwrap(), "refilled");
+}
+
+/// An `actiongate serve` process, killed when dropped.
+struct Process {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn serve_process(
+    dir: &std::path::Path,
+    database_url: &str,
+    service_url: &str,
+    extra: &[&str],
+) -> Process {
+    let port = free_port();
+    let endpoints = dir.join("none.yml");
+    std::fs::write(&endpoints, "").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args([
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--quiet",
+        ])
+        .args([
+            "--endpoints",
+            endpoints.to_str().unwrap(),
+            "--data-dir",
+            dir.to_str().unwrap(),
+        ])
+        .args([
+            "--database-url",
+            database_url,
+            "--subscriptions-url",
+            service_url,
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("{url}/health")).await.is_err() {
+        assert!(Instant::now() < deadline, "the server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Process { child, url }
+}
+
+/// A standalone subscription service (the embedded implementation, on its own port).
+async fn service(dir: &std::path::Path) -> String {
+    let running = embedded::start(
+        0,
+        ServiceSettings {
+            database: dir.join("service.db"),
+            seed: Some(DEMO_DATA.to_owned()),
+            token: None,
+            command_delay: Duration::ZERO,
+        },
+    )
+    .await
+    .unwrap();
+    format!("http://127.0.0.1:{}", running.port)
+}
+
+async fn revision(service: &str, id: &str) -> i64 {
+    let v: Value = reqwest::get(format!("{service}/v1/subscriptions/{id}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["revision"].as_i64().unwrap()
+}
+
+/// An app (in-process) on the given store and service.
+async fn app_on(database_url: &str, service_url: &str, extra: &[&str]) -> TestApp {
+    let mut args = vec![
+        "--database-url",
+        database_url,
+        "--subscriptions-url",
+        service_url,
+    ];
+    args.extend_from_slice(extra);
+    spawn_app_with(&args, |_| {}).await
+}
+
+/// A confirmed conversation (selected, asked, "yes") and its apply request.
+async fn confirmed(
+    app: &TestApp,
+    sender: &str,
+    subscription: &str,
+    change_type: &str,
+) -> (Conversation, Value) {
+    let mut c = Conversation::new(sender, Some("acct-7"));
+    c.request_change(app, subscription, change_type).await;
+    c.user("yes", "affirm", &[]);
+    let request = c.request("apply_subscription_change");
+    (c, request)
+}
+
+async fn post(url: &str, body: &Value) -> Value {
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{url}/webhook"))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer
+}
+
+async fn fifty_concurrent_applies_over_two_replicas_change_once(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let a = serve_process(dir.path(), &db, &service, &[]).await;
+    let b = serve_process(dir.path(), &db, &service, &[]).await;
+    // Select through replica A (the tracker comes back from Rasa the same either way).
+    let probe = app_on(&db, &service, &[]).await;
+    let (_, request) = confirmed(&probe, "replicas", "WS-SUB-3304", "stop_renewal").await;
+    let calls = (0..50).map(|i| {
+        let url = if i % 2 == 0 {
+            a.url.clone()
+        } else {
+            b.url.clone()
+        };
+        let request = request.clone();
+        tokio::spawn(async move { outcome_of(&post(&url, &request).await) })
+    });
+    let outcomes: Vec<Value> = futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(outcomes[0]["status"], "applied", "{}", outcomes[0]);
+    assert!(
+        outcomes.iter().all(|o| *o == outcomes[0]),
+        "all 50 answers carry the same outcome"
+    );
+    assert_eq!(
+        revision(&service, "WS-SUB-3304").await,
+        5,
+        "exactly one change at the service"
+    );
+}
+
+/// Asks `check_subscription_change` in the same conversation.
+async fn check(app: &TestApp, c: &mut Conversation) -> Value {
+    c.user("did it go through?", "check", &[]);
+    let (status, body) = c.run(app, "check_subscription_change").await;
+    assert_eq!(status, 200, "{body}");
+    outcome_of(&body)
+}
+
+async fn a_dropped_connection_after_the_command_is_pending_until_checked(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let faulty = FaultyService::start(&service, Fault::DropAfterForwarding).await;
+    let app = app_on(&db, &faulty.url, &[]).await;
+    let (mut c, request) = confirmed(&app, "dropped", "WS-SUB-3304", "stop_renewal").await;
+    let outcome = outcome_of(&post(&app.url, &request).await);
+    assert_eq!(
+        (outcome["status"].as_str(), outcome["reason"].as_str()),
+        (Some("pending_verification"), Some("outcome_unknown"))
+    );
+    assert_eq!(faulty.commands_forwarded(), 1);
+    assert_eq!(
+        revision(&service, "WS-SUB-3304").await,
+        5,
+        "the service did make the change"
+    );
+    // Repeating the apply sends no second command, even with the service healthy again.
+    faulty.set(Fault::Pass);
+    let again = outcome_of(&post(&app.url, &request).await);
+    assert_eq!(again["status"], "applied", "the replay reconciles: {again}");
+    assert_eq!(faulty.commands_forwarded(), 1);
+    c.run(&app, "apply_subscription_change").await;
+    assert_eq!(check(&app, &mut c).await["status"], "applied");
+    assert_eq!(faulty.commands_forwarded(), 1);
+    assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
+}
+
+async fn a_service_stalled_past_the_timeout_is_pending_until_checked(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let faulty = FaultyService::start(&service, Fault::Slow(Duration::from_millis(1500))).await;
+    let app = app_on(&db, &faulty.url, &["--subscriptions-timeout", "0.5"]).await;
+    let (mut c, request) = confirmed(&app, "stalled", "WS-SUB-3304", "stop_renewal").await;
+    let outcome = outcome_of(&post(&app.url, &request).await);
+    assert_eq!(outcome["status"], "pending_verification", "{outcome}");
+    c.run(&app, "apply_subscription_change").await;
+    assert_eq!(
+        check(&app, &mut c).await["status"],
+        "applied",
+        "the service made it; check finds it"
+    );
+    let again = outcome_of(&post(&app.url, &request).await);
+    assert_eq!(again["status"], "applied");
+    assert_eq!(faulty.commands_forwarded(), 1, "no second command");
+    assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
+}
+
+async fn a_crash_between_sending_and_recording_is_reconciled(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let faulty = FaultyService::start(&service, Fault::Slow(Duration::from_millis(1500))).await;
+    let server = serve_process(
+        dir.path(),
+        &db,
+        &faulty.url,
+        &["--subscriptions-timeout", "10"],
+    )
+    .await;
+    let probe = app_on(&db, &service, &[]).await;
+    let (_, request) = confirmed(&probe, "crash", "WS-SUB-3304", "stop_renewal").await;
+    let url = server.url.clone();
+    let call = tokio::spawn({
+        let request = request.clone();
+        async move {
+            reqwest::Client::new()
+                .post(format!("{url}/webhook"))
+                .json(&request)
+                .send()
+                .await
+        }
+    });
+    // The command is at the service; kill the server before it records the answer.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while faulty.commands_forwarded() == 0 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut server = server;
+    let _ = Command::new("kill")
+        .args(["-9", &server.child.id().to_string()])
+        .status();
+    let _ = server.child.wait();
+    assert!(
+        call.await.unwrap().is_err(),
+        "the call died with the server"
+    );
+    let store = Store::connect(&db).await.unwrap();
+    let pending = store.latest_for_sender("crash").await.unwrap().unwrap();
+    assert_eq!(pending.state, OpState::Sent, "sent, never recorded");
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
+    // Restarted: the reconciler resolves the operation.
+    faulty.set(Fault::Pass);
+    let restarted = serve_process(
+        dir.path(),
+        &db,
+        &faulty.url,
+        &[
+            "--subscriptions-timeout",
+            "0.3",
+            "--reconcile-interval",
+            "1",
+        ],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let op = store
+            .operation(&pending.request_key)
+            .await
+            .unwrap()
+            .unwrap();
+        if op.state == OpState::Applied {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not reconciled: {:?}", op.state);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let again = outcome_of(&post(&restarted.url, &request).await);
+    assert_eq!(again["status"], "applied");
+    assert_eq!(faulty.commands_forwarded(), 1, "no change doubled");
+    assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
+}
+
+async fn the_rate_limit_is_shared_by_replicas(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let limits = ["--rate-capacity", "1", "--rate-per-hour", "0"];
+    let a = app_on(&db, &service, &limits).await;
+    let b = app_on(&db, &service, &limits).await;
+    let (mut c, _) = confirmed(&a, "budget-a", "WS-SUB-3310", "switch_to_monthly").await;
+    assert_eq!(c.apply(&a).await["status"], "applied");
+    let (mut c, _) = confirmed(&b, "budget-b", "WS-SUB-3304", "stop_renewal").await;
+    let outcome = c.apply(&b).await;
+    assert_eq!(
+        (outcome["status"].as_str(), outcome["reason"].as_str()),
+        (Some("blocked"), Some("rate_limited"))
+    );
+    assert_eq!(revision(&service, "WS-SUB-3304").await, 4, "nothing sent");
+}
+
+async fn the_audit_trail_records_every_decision(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let app = app_on(&db, &service, &[]).await;
+    let (mut c, _) = confirmed(&app, "audited", "WS-SUB-3304", "stop_renewal").await;
+    c.apply(&app).await;
+    check(&app, &mut c).await;
+    let mut other = Conversation::new("someone-else", Some("acct-9"));
+    other
+        .request_change(&app, "WS-SUB-3304", "stop_renewal")
+        .await;
+    let output = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args([
+            "audit",
+            "--database-url",
+            &db,
+            "--sender",
+            "audited",
+            "--format",
+            "json",
+            "--since",
+            "2020-01-01T00:00:00Z",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let entries: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let decisions: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), e["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("select_subscription_change", "selected"),
+            ("apply_subscription_change", "applied"),
+            ("check_subscription_change", "applied")
+        ]
+    );
+    let apply = &entries[1];
+    assert_eq!(apply["account"], "acct-7");
+    assert_eq!(apply["target"], "WS-SUB-3304 stop_renewal");
+    assert!(apply["question_terms"]
+        .as_str()
+        .unwrap()
+        .contains("2027-01-01 00:00 UTC"));
+    assert!(apply["service_terms"]
+        .as_str()
+        .unwrap()
+        .contains("WS-SUB-3304 stop_renewal r4"));
+    assert!(apply["request_key"].as_str().unwrap().starts_with("ag-"));
+    let table = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["audit", "--database-url", &db])
+        .output()
+        .unwrap();
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        table.contains("someone-else") && table.contains("not_owner"),
+        "{table}"
+    );
+    assert_eq!(json!(entries.len()), json!(3));
+}
