@@ -160,6 +160,7 @@ async fn serve_process(
     service_url: &str,
     extra: &[&str],
 ) -> Process {
+    actiongate::telemetry::install_crypto();
     let port = free_port();
     let endpoints = dir.join("none.yml");
     std::fs::write(&endpoints, "").unwrap();
@@ -188,13 +189,20 @@ async fn serve_process(
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while reqwest::get(format!("{url}/health")).await.is_err() {
+    // Owned before waiting, so a server that never answers is still killed.
+    let process = Process {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reqwest::get(format!("{}/health", process.url))
+        .await
+        .is_err()
+    {
         assert!(Instant::now() < deadline, "the server did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Process { child, url }
+    process
 }
 
 /// A standalone subscription service (the embedded implementation, on its own port).
@@ -286,9 +294,12 @@ async fn fifty_concurrent_applies_over_two_replicas_change_once(backend: Backend
         .map(Result::unwrap)
         .collect();
     assert_eq!(outcomes[0]["status"], "applied", "{}", outcomes[0]);
+    let odd: Vec<&Value> = outcomes.iter().filter(|o| **o != outcomes[0]).collect();
     assert!(
-        outcomes.iter().all(|o| *o == outcomes[0]),
-        "all 50 answers carry the same outcome"
+        odd.is_empty(),
+        "all 50 answers carry the same outcome: {} differ, e.g. {}",
+        odd.len(),
+        odd[0]
     );
     assert_eq!(
         revision(&service, "WS-SUB-3304").await,
@@ -381,7 +392,7 @@ async fn a_crash_between_sending_and_recording_is_reconciled(backend: Backend) {
         }
     });
     // The command is at the service; kill the server before it records the answer.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(15);
     while faulty.commands_forwarded() == 0 {
         assert!(Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(10)).await;

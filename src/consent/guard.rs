@@ -359,18 +359,17 @@ impl Guard {
         if let Some(op) = self.store.operation(&confirmation.request_key).await? {
             return self.replay(op).await;
         }
-        // 9. The facts as they are now; fail closed.
-        let record = match self.client.get(&confirmation.tag.subscription).await {
-            Ok(record) => record,
-            Err(e) => {
-                tracing::warn!(error = %e, "the subscription could not be read");
-                return Ok(Outcome::blocked(Reason::ServiceUnavailable));
-            }
-        };
-        // 10, 11.
-        let current = match compare_facts(&confirmation, record.as_ref()) {
+        // 9, 10, 11. The facts as they are now, compared; fail closed.
+        let current = match self.read_and_compare(&confirmation).await {
             Ok(current) => current,
-            Err(outcome) => return Ok(outcome),
+            Err(refusal) => {
+                // Another delivery of the same "yes" may have claimed and applied it since
+                // the lookup above, moving the record on: then its outcome is the answer.
+                if let Some(op) = self.store.operation(&confirmation.request_key).await? {
+                    return self.replay(op).await;
+                }
+                return Ok(refusal);
+            }
         };
         let op = Operation {
             request_key: confirmation.request_key.clone(),
@@ -407,6 +406,19 @@ impl Guard {
         }
         .send(&self.client, &self.store)
         .await
+    }
+
+    /// Steps 9 to 11: reads the record and compares it with the confirmation.
+    async fn read_and_compare(&self, confirmation: &Confirmation) -> Result<Terms, Outcome> {
+        let record = self
+            .client
+            .get(&confirmation.tag.subscription)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "the subscription could not be read");
+                Outcome::blocked(Reason::ServiceUnavailable)
+            })?;
+        compare_facts(confirmation, record.as_ref())
     }
 
     /// The outcome of an operation that already exists: final as recorded; in flight,

@@ -43,7 +43,8 @@ pub struct ConsentConfig {
     pub window: Duration,
     pub identity: IdentityConfig,
     pub rate: RateLimit,
-    /// How long a repeated call waits for the first call's outcome.
+    /// How long a repeated call waits for the first call's outcome: as long as the first
+    /// call's command may take, plus a margin.
     pub in_flight_wait: Duration,
     /// How long an unknown outcome stays unknown when the service has no change under
     /// its key; after that the change is taken as not made.
@@ -58,7 +59,7 @@ impl Default for ConsentConfig {
             window: Duration::from_secs(600),
             identity: IdentityConfig::default(),
             rate: RateLimit::default(),
-            in_flight_wait: Duration::from_secs(3),
+            in_flight_wait: Duration::from_secs(10),
             unknown_grace: Duration::from_secs(300),
         }
     }

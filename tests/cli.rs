@@ -1,0 +1,166 @@
+//! `actiongate check` as a user runs it: the project's own files pass; a misspelled key, a
+//! wrong type, a dangling reference, a question missing a term, or model-settable change
+//! memory each make it exit non-zero, naming the file, the key and the reason.
+
+use std::path::Path;
+use std::process::Command;
+
+fn project_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in [
+        "endpoints.yml",
+        "responses/subscription_change.yml",
+        "skills/subscription_change/skill.md",
+        "skills/subscription_change/memory.yml",
+    ] {
+        let to = dir.path().join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), to).unwrap();
+    }
+    dir
+}
+
+fn check(dir: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["check", "--endpoints"])
+        .arg(dir.join("endpoints.yml"))
+        .arg("--project")
+        .arg(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn edit(dir: &Path, file: &str, from: &str, to: &str) {
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} lacks {from:?}");
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+}
+
+#[test]
+fn the_projects_own_files_pass() {
+    let dir = project_copy();
+    let (ok, stderr) = check(dir.path());
+    assert!(ok, "{stderr}");
+}
+
+#[test]
+fn a_misspelled_or_mistyped_endpoints_key_fails() {
+    let dir = project_copy();
+    std::fs::write(
+        dir.path().join("endpoints.yml"),
+        "action_endpoint:\n  url: http://x/webhook\nactiongate:\n  consent:\n    window_sec: 60\n",
+    )
+    .unwrap();
+    let (ok, stderr) = check(dir.path());
+    assert!(!ok);
+    assert!(
+        stderr.contains("endpoints.yml: actiongate.consent: unknown field `window_sec`"),
+        "{stderr}"
+    );
+    std::fs::write(
+        dir.path().join("endpoints.yml"),
+        "actiongate:\n  rate_limit:\n    capacity: many\n",
+    )
+    .unwrap();
+    let (ok, stderr) = check(dir.path());
+    assert!(
+        !ok && stderr.contains("actiongate.rate_limit.capacity"),
+        "{stderr}"
+    );
+    std::fs::write(
+        dir.path().join("endpoints.yml"),
+        "actiongate:\n  embedded_service:\n    seed: /no/such/file.json\n",
+    )
+    .unwrap();
+    let (ok, stderr) = check(dir.path());
+    assert!(
+        !ok && stderr.contains("actiongate.embedded_service.seed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_question_without_every_term_fails() {
+    let dir = project_copy();
+    edit(
+        dir.path(),
+        "responses/subscription_change.yml",
+        "It takes effect {change_effective}.",
+        "It takes effect soon.",
+    );
+    let (ok, stderr) = check(dir.path());
+    assert!(!ok && stderr.contains("{change_effective}"), "{stderr}");
+}
+
+#[test]
+fn model_settable_change_memory_fails() {
+    let dir = project_copy();
+    edit(
+        dir.path(),
+        "skills/subscription_change/memory.yml",
+        "    change_tag:\n      type: text\n      llm_settable: false",
+        "    change_tag:\n      type: text\n      llm_settable: true",
+    );
+    let (ok, stderr) = check(dir.path());
+    assert!(
+        !ok && stderr.contains("change_tag") && stderr.contains("llm_settable"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn dangling_tools_and_responses_and_misspelled_constraints_fail() {
+    let dir = project_copy();
+    edit(
+        dir.path(),
+        "skills/subscription_change/skill.md",
+        "utter_for_confirmation: utter_confirm_subscription_change",
+        "utter_for_confirmation: utter_confirm_subscription_chnage",
+    );
+    let (ok, stderr) = check(dir.path());
+    assert!(
+        !ok && stderr.contains("utter_confirm_subscription_chnage"),
+        "{stderr}"
+    );
+    let dir = project_copy();
+    edit(
+        dir.path(),
+        "skills/subscription_change/skill.md",
+        "  - apply_subscription_change:\n      requires:",
+        "  - apply_subscription_chnge:\n      requires:",
+    );
+    let (ok, stderr) = check(dir.path());
+    assert!(
+        !ok && stderr.contains("apply_subscription_chnge: no such tool"),
+        "{stderr}"
+    );
+    let dir = project_copy();
+    edit(
+        dir.path(),
+        "skills/subscription_change/skill.md",
+        "requires_confirmation:",
+        "require_confirmation:",
+    );
+    let (ok, stderr) = check(dir.path());
+    assert!(!ok && stderr.contains("require_confirmation"), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_a_bad_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoints = dir.path().join("endpoints.yml");
+    std::fs::write(&endpoints, "actiongate:\n  databse_url: sqlite:x.db\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["serve", "--port", "0", "--endpoints"])
+        .arg(&endpoints)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("databse_url"));
+}
