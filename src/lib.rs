@@ -15,6 +15,7 @@ pub mod config;
 pub mod consent;
 pub mod conversation;
 pub mod converse;
+pub mod eval;
 pub mod project;
 pub mod protocol;
 pub mod server;

@@ -3,14 +3,14 @@
 
 mod common;
 
-use common::{outcome_of, spawn_app, Conversation, TestApp};
+use common::{outcome_of, spawn_app, Conversation, ConversationExt, TestApp};
 use serde_json::json;
 
 const SUB: &str = "WS-SUB-3304";
 
 async fn asked(app: &TestApp, sender: &str) -> Conversation {
     let mut c = Conversation::new(sender, Some("acct-7"));
-    c.request_change(app, SUB, "stop_renewal").await;
+    c.request_change(app, SUB, "stop_renewal").await.unwrap();
     c
 }
 
@@ -80,7 +80,7 @@ async fn an_unrelated_yes_is_not_a_confirmation() {
         "request_change",
         &[("subscription", SUB), ("change_type", "stop_renewal")],
     );
-    c.run(&app, "select_subscription_change").await;
+    c.run(&app, "select_subscription_change").await.unwrap();
     let outcome = c.apply(&app).await;
     assert_eq!(outcome["reason"], "not_asked");
     assert_eq!(app.revision(SUB).await, 4);
@@ -91,7 +91,7 @@ async fn an_unrelated_yes_is_not_a_confirmation() {
 async fn another_account_gets_no_details_and_no_mutation() {
     let app = spawn_app().await;
     let mut c = Conversation::new("other", Some("acct-9"));
-    let body = c.request_change(&app, SUB, "stop_renewal").await;
+    let body = c.request_change(&app, SUB, "stop_renewal").await.unwrap();
     let text = body.to_string();
     assert!(
         !text.contains("Style Box") && !text.contains("2027-01-01"),
@@ -129,7 +129,7 @@ async fn a_duplicate_delivery_does_not_change_the_scheduled_change() {
     assert_eq!(outcome_of(&first)["status"], "applied");
     let before = app.record(SUB).await;
     // A late duplicate of the same confirmation, after the customer moved on.
-    c.run(&app, "apply_subscription_change").await;
+    c.run(&app, "apply_subscription_change").await.unwrap();
     c.user("thanks", "thank", &[]);
     let (_, late) = app.webhook(&request).await;
     assert_eq!(outcome_of(&late)["status"], "applied");

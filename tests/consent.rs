@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    outcome_of, slot_in, spawn_app, spawn_app_with, Conversation, TestApp, STYLE_BOX_WHY,
+    outcome_of, slot_in, spawn_app, spawn_app_with, Conversation, ConversationExt, TestApp,
+    STYLE_BOX_WHY,
 };
 use serde_json::{json, Value};
 
@@ -14,7 +15,10 @@ const STYLE_BOX: &str = "WS-SUB-3304";
 /// A conversation of acct-7 that selected stop_renewal on the Style Box and was asked.
 async fn asked(app: &TestApp, sender: &str) -> Conversation {
     let mut c = Conversation::new(sender, Some("acct-7"));
-    let body = c.request_change(app, STYLE_BOX, "stop_renewal").await;
+    let body = c
+        .request_change(app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     assert_eq!(
         slot_in(&body, "change_tag"),
         Some(json!("WS-SUB-3304 stop_renewal r4")),
@@ -172,7 +176,9 @@ async fn a_request_for_another_change_does_not_apply_the_selected_one() {
 async fn a_change_never_asked_about_is_not_applied() {
     let app = spawn_app().await;
     let mut c = Conversation::new("row5", Some("acct-7"));
-    c.request_change(&app, STYLE_BOX, "stop_renewal").await;
+    c.request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     // Drop the question Rasa asked: select ran, but no confirmation was sent.
     c.events.retain(|e| e["event"] != "bot");
     let outcome = c.say_yes_and_apply(&app).await;
@@ -181,13 +187,15 @@ async fn a_change_never_asked_about_is_not_applied() {
     // Asked about skip_next_box, then selected stop_renewal without asking: the "yes"
     // answers the older question.
     let mut c = Conversation::new("row5b", Some("acct-7"));
-    c.request_change(&app, STYLE_BOX, "skip_next_box").await;
+    c.request_change(&app, STYLE_BOX, "skip_next_box")
+        .await
+        .unwrap();
     c.user(
         "no, stop the renewal instead",
         "request_change",
         &[("change_type", "stop_renewal")],
     );
-    c.run(&app, "select_subscription_change").await;
+    c.run(&app, "select_subscription_change").await.unwrap();
     let outcome = c.say_yes_and_apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("not_asked"));
     assert_untouched(&app).await;
@@ -199,7 +207,9 @@ async fn an_unanswered_question_or_an_earlier_yes_is_not_consent() {
     let app = spawn_app().await;
     let mut c = Conversation::new("row6", Some("acct-7"));
     c.user("yes, I love the Style Box", "affirm", &[]);
-    c.request_change(&app, STYLE_BOX, "stop_renewal").await;
+    c.request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     let outcome = c.apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("not_answered"));
 
@@ -220,7 +230,9 @@ async fn a_question_without_the_date_or_the_entitlements_is_not_consent() {
         ("row7b", "no charge on 2027-01-01"),
     ] {
         let mut c = Conversation::new(sender, Some("acct-7"));
-        c.request_change(&app, STYLE_BOX, "stop_renewal").await;
+        c.request_change(&app, STYLE_BOX, "stop_renewal")
+            .await
+            .unwrap();
         let question = c
             .events
             .iter_mut()
@@ -267,7 +279,10 @@ async fn when_the_facts_cannot_be_read_nothing_is_sent() {
 async fn another_accounts_subscription_is_denied_without_revealing_it() {
     let app = spawn_app().await;
     let mut c = Conversation::new("row10", Some("acct-9"));
-    let body = c.request_change(&app, STYLE_BOX, "stop_renewal").await;
+    let body = c
+        .request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     assert_outcome(&outcome_of(&body), "denied", Some("not_owner"));
     assert!(outcome_of(&body).get("current").is_none());
     assert_eq!(slot_in(&body, "change_tag"), Some(Value::Null));
@@ -313,7 +328,10 @@ async fn the_style_box_story() {
     assert_eq!(outcome["why"], STYLE_BOX_WHY);
     assert_eq!(app.revision(STYLE_BOX).await, 5, "blocked: nothing changed");
     // Selected again, asked again with the new terms, yes: applied once.
-    let body = c.request_change(&app, STYLE_BOX, "stop_renewal").await;
+    let body = c
+        .request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     assert_eq!(
         slot_in(&body, "change_tag"),
         Some(json!("WS-SUB-3304 stop_renewal r5"))
@@ -354,7 +372,8 @@ async fn the_accounts_budget_limits_irreversible_changes() {
     let app = spawn_app_with(&["--rate-capacity", "1", "--rate-per-hour", "0"], |_| {}).await;
     let mut c = Conversation::new("row12", Some("acct-7"));
     c.request_change(&app, "WS-SUB-3310", "switch_to_monthly")
-        .await;
+        .await
+        .unwrap();
     assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
     let mut c = asked(&app, "row12b").await;
     let outcome = c.say_yes_and_apply(&app).await;
@@ -461,7 +480,7 @@ async fn a_repeated_yes_never_changes_anything_twice() {
     );
     assert_eq!(app.revision(STYLE_BOX).await, 5, "exactly one change");
     // Rasa records the action; the retried "yes" arrives again in a longer tracker.
-    c.run(&app, "apply_subscription_change").await;
+    c.run(&app, "apply_subscription_change").await.unwrap();
     c.action("action_listen");
     let (_, third) = app.webhook(&c.request("apply_subscription_change")).await;
     assert_eq!(outcome_of(&third)["status"], "applied");
@@ -493,7 +512,10 @@ async fn a_new_session_or_a_restart_drops_the_old_question() {
 async fn select_writes_the_services_terms_or_says_why_not() {
     let app = spawn_app().await;
     let mut c = Conversation::new("select", Some("acct-7"));
-    let body = c.request_change(&app, STYLE_BOX, "stop_renewal").await;
+    let body = c
+        .request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     assert_eq!(slot_in(&body, "change_status"), Some(json!("selected")));
     assert_eq!(
         slot_in(&body, "change_subscription"),
@@ -539,7 +561,7 @@ async fn select_writes_the_services_terms_or_says_why_not() {
         let mut c = Conversation::new(sender, account);
         // A stale tag from earlier must not survive a failed select.
         c.slot("change_tag", json!("WS-SUB-3304 stop_renewal r4"));
-        let body = c.request_change(&app, sub, change).await;
+        let body = c.request_change(&app, sub, change).await.unwrap();
         assert_eq!(
             slot_in(&body, "change_status"),
             Some(json!(status)),
@@ -559,7 +581,10 @@ async fn select_writes_the_services_terms_or_says_why_not() {
 
     let dead = spawn_app_with(&["--subscriptions-url", "http://127.0.0.1:9"], |_| {}).await;
     let mut c = Conversation::new("s5", Some("acct-7"));
-    let body = c.request_change(&dead, STYLE_BOX, "stop_renewal").await;
+    let body = c
+        .request_change(&dead, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     assert_eq!(
         slot_in(&body, "change_reason"),
         Some(json!("service_unavailable"))
@@ -598,10 +623,15 @@ async fn listing_shows_only_the_accounts_own_subscriptions() {
 async fn with_a_signing_secret_only_a_signed_account_counts() {
     let app = spawn_app_with(&["--signing-secret", "s3cret"], |_| {}).await;
     let mut c = Conversation::new("unsigned", Some("acct-7"));
-    let body = c.request_change(&app, STYLE_BOX, "stop_renewal").await;
+    let body = c
+        .request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     assert_eq!(slot_in(&body, "change_status"), Some(json!("denied")));
     let token = actiongate::consent::identity::sign_hs256(&json!({"sub": "acct-7"}), b"s3cret");
     c = Conversation::new("signed", Some(&token));
-    c.request_change(&app, STYLE_BOX, "stop_renewal").await;
+    c.request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
     assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
 }

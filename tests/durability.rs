@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::faults::{Fault, FaultyService};
-use common::{outcome_of, spawn_app_with, Conversation, TestApp};
+use common::{outcome_of, spawn_app_with, Conversation, ConversationExt, TestApp};
 use serde_json::{json, Value};
 
 use actiongate::store::{OpState, Operation, Store};
@@ -251,7 +251,9 @@ async fn confirmed(
     change_type: &str,
 ) -> (Conversation, Value) {
     let mut c = Conversation::new(sender, Some("acct-7"));
-    c.request_change(app, subscription, change_type).await;
+    c.request_change(app, subscription, change_type)
+        .await
+        .unwrap();
     c.user("yes", "affirm", &[]);
     let request = c.request("apply_subscription_change");
     (c, request)
@@ -311,7 +313,7 @@ async fn fifty_concurrent_applies_over_two_replicas_change_once(backend: Backend
 /// Asks `check_subscription_change` in the same conversation.
 async fn check(app: &TestApp, c: &mut Conversation) -> Value {
     c.user("did it go through?", "check", &[]);
-    let (status, body) = c.run(app, "check_subscription_change").await;
+    let (status, body) = c.run(app, "check_subscription_change").await.unwrap();
     assert_eq!(status, 200, "{body}");
     outcome_of(&body)
 }
@@ -339,7 +341,7 @@ async fn a_dropped_connection_after_the_command_is_pending_until_checked(backend
     let again = outcome_of(&post(&app.url, &request).await);
     assert_eq!(again["status"], "applied", "the replay reconciles: {again}");
     assert_eq!(faulty.commands_forwarded(), 1);
-    c.run(&app, "apply_subscription_change").await;
+    c.run(&app, "apply_subscription_change").await.unwrap();
     assert_eq!(check(&app, &mut c).await["status"], "applied");
     assert_eq!(faulty.commands_forwarded(), 1);
     assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
@@ -354,7 +356,7 @@ async fn a_service_stalled_past_the_timeout_is_pending_until_checked(backend: Ba
     let (mut c, request) = confirmed(&app, "stalled", "WS-SUB-3304", "stop_renewal").await;
     let outcome = outcome_of(&post(&app.url, &request).await);
     assert_eq!(outcome["status"], "pending_verification", "{outcome}");
-    c.run(&app, "apply_subscription_change").await;
+    c.run(&app, "apply_subscription_change").await.unwrap();
     assert_eq!(
         check(&app, &mut c).await["status"],
         "applied",
@@ -473,7 +475,8 @@ async fn the_audit_trail_records_every_decision(backend: Backend) {
     let mut other = Conversation::new("someone-else", Some("acct-9"));
     other
         .request_change(&app, "WS-SUB-3304", "stop_renewal")
-        .await;
+        .await
+        .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_actiongate"))
         .args([
             "audit",

@@ -5,17 +5,18 @@
 
 pub mod faults;
 
-use std::path::PathBuf;
-
 use clap::Parser;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use actiongate::app::{self, Settings};
 use actiongate::cli::Cli;
+#[allow(unused_imports)] // each test binary uses its own part
+pub use actiongate::eval::script::{outcome_of, slot_in, Conversation, Endpoint, Webhook};
 
 /// A running app: the action server and its embedded subscription service.
 pub struct TestApp {
     pub url: String,
+    pub endpoint: Endpoint,
     pub service_url: String,
     pub http: reqwest::Client,
     pub dir: tempfile::TempDir,
@@ -68,13 +69,21 @@ pub async fn spawn_settings(settings: Settings, dir: tempfile::TempDir) -> TestA
         Some(port) => format!("http://127.0.0.1:{port}"),
         None => settings.subscriptions_url.clone().unwrap(),
     };
+    let url = format!("http://127.0.0.1:{}", started.port);
     TestApp {
-        url: format!("http://127.0.0.1:{}", started.port),
+        endpoint: Endpoint::new(&url),
+        url,
         service_url,
         http: reqwest::Client::new(),
         dir,
         handle,
         store: started.store,
+    }
+}
+
+impl Webhook for TestApp {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 }
 
@@ -162,211 +171,23 @@ impl TestApp {
 pub const STYLE_BOX_WHY: &str =
     "The October Style Box was charged early, on 2026-09-30, while this chat was open.";
 
-/// The responses file, for rendering questions as Rasa would.
-pub fn confirmation_template() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("responses/subscription_change.yml");
-    let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    doc["responses"]["utter_confirm_subscription_change"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-/// A conversation as Rasa 3.6 records it, built event by event.
-#[derive(Clone)]
-pub struct Conversation {
-    pub sender: String,
-    pub events: Vec<Value>,
-    pub slots: Map<String, Value>,
-    pub t: f64,
-    pub latest_message: Value,
-    n: u64,
-}
-
-fn meta() -> Value {
-    json!({"model_id": "0810b3c6a21946a3bd4a4bf112e5a73f", "assistant_id": "subscription-change-probe"})
-}
-
-impl Conversation {
-    /// A new session; `account` goes into session_started_metadata as the REST channel
-    /// metadata would put it.
-    pub fn new(sender: &str, account: Option<&str>) -> Self {
-        let mut c = Self {
-            sender: sender.to_owned(),
-            events: Vec::new(),
-            slots: Map::new(),
-            t: 1_796_027_823.0,
-            latest_message: json!({}),
-            n: 0,
-        };
-        let metadata = match account {
-            Some(a) => json!({"account_id": a}),
-            None => json!({}),
-        };
-        c.session_start(metadata);
-        c
-    }
-
-    fn tick(&mut self) -> f64 {
-        self.t += 0.5;
-        self.t
-    }
-
-    pub fn session_start(&mut self, metadata: Value) {
-        let t = self.tick();
-        self.events.push(json!({"event": "action", "timestamp": t, "metadata": meta(), "name": "action_session_start", "policy": null, "confidence": 1.0, "action_text": null, "hide_rule_turn": false}));
-        let t = self.tick();
-        self.events
-            .push(json!({"event": "session_started", "timestamp": t, "metadata": meta()}));
-        self.slot("session_started_metadata", metadata);
-        self.action("action_listen");
-    }
-
-    pub fn action(&mut self, name: &str) {
-        let t = self.tick();
-        self.events.push(json!({"event": "action", "timestamp": t, "metadata": meta(), "name": name, "policy": "RulePolicy", "confidence": 1.0, "action_text": null, "hide_rule_turn": false}));
-    }
-
-    pub fn slot(&mut self, name: &str, value: Value) {
-        let t = self.tick();
-        self.events.push(json!({"event": "slot", "timestamp": t, "metadata": meta(), "name": name, "value": value}));
-        self.slots.insert(name.to_owned(), value);
-    }
-
-    /// A customer message; entities fill the `subscription` and `change_type` slots as
-    /// Rasa's slot mappings would.
-    pub fn user(&mut self, text: &str, intent: &str, entities: &[(&str, &str)]) {
-        let t = self.tick();
-        self.n += 1;
-        let message_id = format!("{:032x}", self.n * 7919 + t as u64);
-        let ents: Vec<Value> = entities
-            .iter()
-            .map(|(e, v)| json!({"entity": e, "start": 0, "end": 1, "value": v, "extractor": "RegexEntityExtractor"}))
-            .collect();
-        let parse = json!({"intent": {"name": intent, "confidence": 1.0}, "entities": ents, "text": text, "message_id": message_id, "metadata": {}, "text_tokens": [[0, 3]]});
-        self.events.push(json!({"event": "user", "timestamp": t, "metadata": meta(), "text": text, "parse_data": parse, "input_channel": "rest", "message_id": message_id}));
-        self.latest_message = parse;
-        let t = self.tick();
-        self.events.push(json!({"event": "user_featurization", "timestamp": t, "use_text_for_featurization": false}));
-        for (e, v) in entities {
-            self.slot(e, json!(v));
-        }
-    }
-
-    pub fn bot(&mut self, text: &str, utter_action: Option<&str>) {
-        let t = self.tick();
-        let mut metadata = meta();
-        if let Some(u) = utter_action {
-            metadata["utter_action"] = json!(u);
-        }
-        self.events.push(json!({"event": "bot", "timestamp": t, "metadata": metadata, "text": text, "data": {"elements": null, "quick_replies": null, "buttons": null, "attachment": null, "image": null, "custom": null}}));
-    }
-
-    /// Rasa runs the confirmation response: the template rendered from the slots.
-    pub fn ask_confirmation(&mut self) {
-        let mut text = confirmation_template();
-        for (k, v) in &self.slots {
-            if let Some(s) = v.as_str() {
-                text = text.replace(&format!("{{{k}}}"), s);
-            }
-        }
-        self.action("utter_confirm_subscription_change");
-        self.bot(&text, Some("utter_confirm_subscription_change"));
-        self.action("action_listen");
-    }
-
-    /// Advances the clock (for expiry).
-    pub fn wait(&mut self, seconds: f64) {
-        self.t += seconds;
-    }
-
-    /// The webhook body for `action`, as Rasa 3.6.21 sends it.
-    pub fn request(&self, action: &str) -> Value {
-        json!({
-            "next_action": action,
-            "sender_id": self.sender,
-            "tracker": {
-                "sender_id": self.sender,
-                "slots": self.slots,
-                "latest_message": self.latest_message,
-                "latest_event_time": self.t,
-                "followup_action": null,
-                "paused": false,
-                "events": self.events,
-                "latest_input_channel": "rest",
-                "active_loop": {},
-                "latest_action": {"action_name": action},
-                "latest_action_name": action,
-            },
-            "version": "3.6.21",
-            "domain": {"version": "3.1", "intents": ["affirm"], "responses": {}, "actions": []},
-        })
-    }
-
-    /// Rasa runs the action and records it: the action event, its events, and a bot event
-    /// for each response (with `utter_action` stamped for named responses).
-    pub async fn run(&mut self, app: &TestApp, action: &str) -> (u16, Value) {
-        let (status, body) = app.webhook(&self.request(action)).await;
-        if status == 200 {
-            self.action(action);
-            for event in body["events"].as_array().unwrap() {
-                if event["event"] == "slot" {
-                    self.slot(event["name"].as_str().unwrap(), event["value"].clone());
-                }
-            }
-            for response in body["responses"].as_array().unwrap() {
-                let name = response["response"].as_str();
-                self.bot(&format!("(rendered {})", name.unwrap_or("text")), name);
-            }
-        }
-        (status, body)
-    }
-
-    /// "I want to stop the renewal of WS-SUB-3304" → select → the question.
-    pub async fn request_change(
-        &mut self,
-        app: &TestApp,
-        subscription: &str,
-        change_type: &str,
-    ) -> Value {
-        self.user(
-            &format!("please {change_type} on {subscription}"),
-            "request_change",
-            &[("subscription", subscription), ("change_type", change_type)],
-        );
-        let (status, body) = self.run(app, "select_subscription_change").await;
-        assert_eq!(status, 200, "{body}");
-        if self.slots.get("change_status") == Some(&json!("selected")) {
-            self.ask_confirmation();
-        }
-        body
-    }
-
+/// What the tests add to the library's conversation builder.
+pub trait ConversationExt {
     /// The customer says yes; apply runs. Returns the outcome (the custom payload).
-    pub async fn say_yes_and_apply(&mut self, app: &TestApp) -> Value {
+    async fn say_yes_and_apply(&mut self, app: &TestApp) -> Value;
+    /// Apply runs; returns the outcome.
+    async fn apply(&mut self, app: &TestApp) -> Value;
+}
+
+impl ConversationExt for Conversation {
+    async fn say_yes_and_apply(&mut self, app: &TestApp) -> Value {
         self.user("yes", "affirm", &[]);
         self.apply(app).await
     }
 
-    pub async fn apply(&mut self, app: &TestApp) -> Value {
-        let (status, body) = self.run(app, "apply_subscription_change").await;
+    async fn apply(&mut self, app: &TestApp) -> Value {
+        let (status, body) = self.run(app, "apply_subscription_change").await.unwrap();
         assert_eq!(status, 200, "{body}");
         outcome_of(&body)
     }
-}
-
-/// The outcome object in an action's answer.
-pub fn outcome_of(body: &Value) -> Value {
-    body["responses"][0]["custom"].clone()
-}
-
-/// The value of a slot event in an action's answer.
-pub fn slot_in(body: &Value, name: &str) -> Option<Value> {
-    body["events"]
-        .as_array()?
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "slot" && e["name"] == name)
-        .map(|e| e["value"].clone())
 }

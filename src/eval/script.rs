@@ -1,0 +1,273 @@
+//! Conversations as Rasa 3.6 records them, built event by event and played against a
+//! running server: what the consent matrix and the integration tests drive the server
+//! with. Rasa's part (recording actions, rendering responses, filling slots from
+//! entities) is done here as Rasa does it.
+
+use serde_json::{json, Map, Value};
+
+/// The responses shipped with the project; the confirmation question is rendered from
+/// its template.
+pub const RESPONSES: &str = include_str!("../../responses/subscription_change.yml");
+
+/// The confirmation template, from [`RESPONSES`].
+pub fn confirmation_template() -> String {
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(RESPONSES).expect("the responses file is YAML");
+    doc["responses"]["utter_confirm_subscription_change"][0]["text"]
+        .as_str()
+        .expect("the confirmation response has a text")
+        .to_owned()
+}
+
+/// Where the webhook is.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub http: reqwest::Client,
+    pub url: String,
+}
+
+/// Anything that can take a webhook call.
+pub trait Webhook {
+    fn endpoint(&self) -> &Endpoint;
+}
+
+impl Webhook for Endpoint {
+    fn endpoint(&self) -> &Endpoint {
+        self
+    }
+}
+
+impl Endpoint {
+    pub fn new(url: &str) -> Self {
+        crate::telemetry::install_crypto();
+        Self {
+            http: reqwest::Client::new(),
+            url: url.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// POSTs a webhook body; the status and the JSON answer (Null when not JSON).
+    pub async fn webhook(&self, body: &Value) -> Result<(u16, Value), reqwest::Error> {
+        let response = self
+            .http
+            .post(format!("{}/webhook", self.url))
+            .json(body)
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        Ok((status, response.json().await.unwrap_or(Value::Null)))
+    }
+}
+
+/// A conversation as Rasa 3.6 records it.
+#[derive(Clone, Debug)]
+pub struct Conversation {
+    pub sender: String,
+    pub events: Vec<Value>,
+    pub slots: Map<String, Value>,
+    /// The clock, in epoch seconds; every event advances it half a second.
+    pub t: f64,
+    pub latest_message: Value,
+    messages: u64,
+}
+
+fn meta() -> Value {
+    json!({"model_id": "0810b3c6a21946a3bd4a4bf112e5a73f", "assistant_id": "subscription-change-probe"})
+}
+
+impl Conversation {
+    /// A new session; `account` goes into `session_started_metadata`, where Rasa puts the
+    /// REST channel's metadata.
+    pub fn new(sender: &str, account: Option<&str>) -> Self {
+        let mut c = Self {
+            sender: sender.to_owned(),
+            events: Vec::new(),
+            slots: Map::new(),
+            t: 1_796_027_823.0,
+            latest_message: json!({}),
+            messages: 0,
+        };
+        c.session_start(account.map_or_else(|| json!({}), |a| json!({"account_id": a})));
+        c
+    }
+
+    fn tick(&mut self) -> f64 {
+        self.t += 0.5;
+        self.t
+    }
+
+    /// `action_session_start`, `session_started`, the metadata slot, `action_listen`.
+    pub fn session_start(&mut self, metadata: Value) {
+        let t = self.tick();
+        self.events.push(json!({"event": "action", "timestamp": t, "metadata": meta(), "name": "action_session_start", "policy": null, "confidence": 1.0, "action_text": null, "hide_rule_turn": false}));
+        let t = self.tick();
+        self.events
+            .push(json!({"event": "session_started", "timestamp": t, "metadata": meta()}));
+        self.slot("session_started_metadata", metadata);
+        self.action("action_listen");
+    }
+
+    /// A bare event (`restart`, `rewind`, `undo`, ...).
+    pub fn marker(&mut self, kind: &str) {
+        let t = self.tick();
+        self.events.push(json!({"event": kind, "timestamp": t}));
+    }
+
+    pub fn action(&mut self, name: &str) {
+        let t = self.tick();
+        self.events.push(json!({"event": "action", "timestamp": t, "metadata": meta(), "name": name, "policy": "RulePolicy", "confidence": 1.0, "action_text": null, "hide_rule_turn": false}));
+    }
+
+    /// A `slot` event, and the slot's value.
+    pub fn slot(&mut self, name: &str, value: Value) {
+        let t = self.tick();
+        self.events.push(json!({"event": "slot", "timestamp": t, "metadata": meta(), "name": name, "value": value}));
+        self.slots.insert(name.to_owned(), value);
+    }
+
+    /// A customer message; its entities fill slots of the same name, as Rasa's
+    /// `from_entity` mappings do.
+    pub fn user(&mut self, text: &str, intent: &str, entities: &[(&str, &str)]) {
+        let t = self.tick();
+        self.messages += 1;
+        let message_id = format!("{:032x}", self.messages * 7919 + t as u64);
+        let ents: Vec<Value> = entities
+            .iter()
+            .map(|(e, v)| json!({"entity": e, "start": 0, "end": 1, "value": v, "extractor": "RegexEntityExtractor"}))
+            .collect();
+        let parse = json!({"intent": {"name": intent, "confidence": 1.0}, "entities": ents, "text": text, "message_id": message_id, "metadata": {}, "text_tokens": [[0, 3]]});
+        self.events.push(json!({"event": "user", "timestamp": t, "metadata": meta(), "text": text, "parse_data": parse, "input_channel": "rest", "message_id": message_id}));
+        self.latest_message = parse;
+        let t = self.tick();
+        self.events.push(json!({"event": "user_featurization", "timestamp": t, "use_text_for_featurization": false}));
+        for (e, v) in entities {
+            self.slot(e, json!(v));
+        }
+    }
+
+    /// A bot message, with `utter_action` stamped when a response produced it.
+    pub fn bot(&mut self, text: &str, utter_action: Option<&str>) {
+        let t = self.tick();
+        let mut metadata = meta();
+        if let Some(u) = utter_action {
+            metadata["utter_action"] = json!(u);
+        }
+        self.events.push(json!({"event": "bot", "timestamp": t, "metadata": metadata, "text": text, "data": {"elements": null, "quick_replies": null, "buttons": null, "attachment": null, "image": null, "custom": null}}));
+    }
+
+    /// The confirmation question as Rasa renders it from the slots.
+    pub fn confirmation_text(&self) -> String {
+        let mut text = confirmation_template();
+        for (k, v) in &self.slots {
+            if let Some(s) = v.as_str() {
+                text = text.replace(&format!("{{{k}}}"), s);
+            }
+        }
+        text
+    }
+
+    /// Rasa runs the confirmation response, with `text` as the rendered question.
+    pub fn ask(&mut self, text: &str) {
+        self.action("utter_confirm_subscription_change");
+        self.bot(text, Some("utter_confirm_subscription_change"));
+        self.action("action_listen");
+    }
+
+    /// Rasa runs the confirmation response, rendered from the slots.
+    pub fn ask_confirmation(&mut self) {
+        let text = self.confirmation_text();
+        self.ask(&text);
+    }
+
+    /// Advances the clock.
+    pub fn wait(&mut self, seconds: f64) {
+        self.t += seconds;
+    }
+
+    /// The webhook body for `action`, as Rasa 3.6.21 sends it.
+    pub fn request(&self, action: &str) -> Value {
+        json!({
+            "next_action": action,
+            "sender_id": self.sender,
+            "tracker": {
+                "sender_id": self.sender,
+                "slots": self.slots,
+                "latest_message": self.latest_message,
+                "latest_event_time": self.t,
+                "followup_action": null,
+                "paused": false,
+                "events": self.events,
+                "latest_input_channel": "rest",
+                "active_loop": {},
+                "latest_action": {"action_name": action},
+                "latest_action_name": action,
+            },
+            "version": "3.6.21",
+            "domain": {"version": "3.1", "intents": ["affirm"], "responses": {}, "actions": []},
+        })
+    }
+
+    /// Rasa runs the action and records it: the action event, its slot events, and a bot
+    /// event per response (with `utter_action` for named responses).
+    pub async fn run(
+        &mut self,
+        app: &impl Webhook,
+        action: &str,
+    ) -> Result<(u16, Value), reqwest::Error> {
+        let (status, body) = app.endpoint().webhook(&self.request(action)).await?;
+        if status == 200 {
+            self.record(action, &body);
+        }
+        Ok((status, body))
+    }
+
+    /// Records an action's answer as Rasa would.
+    pub fn record(&mut self, action: &str, body: &Value) {
+        self.action(action);
+        for event in body["events"].as_array().into_iter().flatten() {
+            if event["event"] == "slot" {
+                if let Some(name) = event["name"].as_str() {
+                    self.slot(name, event["value"].clone());
+                }
+            }
+        }
+        for response in body["responses"].as_array().into_iter().flatten() {
+            let name = response["response"].as_str();
+            self.bot(&format!("(rendered {})", name.unwrap_or("text")), name);
+        }
+    }
+
+    /// "Please change X on Y" → select → (when selected) the question.
+    pub async fn request_change(
+        &mut self,
+        app: &impl Webhook,
+        subscription: &str,
+        change_type: &str,
+    ) -> Result<Value, reqwest::Error> {
+        self.user(
+            &format!("please {change_type} on {subscription}"),
+            "request_change",
+            &[("subscription", subscription), ("change_type", change_type)],
+        );
+        let (_, body) = self.run(app, "select_subscription_change").await?;
+        if self.slots.get("change_status") == Some(&json!("selected")) {
+            self.ask_confirmation();
+        }
+        Ok(body)
+    }
+}
+
+/// The outcome object in an action's answer (the first response's `custom` payload).
+pub fn outcome_of(body: &Value) -> Value {
+    body["responses"][0]["custom"].clone()
+}
+
+/// The value of the last slot event named `name` in an action's answer.
+pub fn slot_in(body: &Value, name: &str) -> Option<Value> {
+    body["events"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "slot" && e["name"] == name)
+        .map(|e| e["value"].clone())
+}
