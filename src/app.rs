@@ -253,6 +253,15 @@ pub struct Started {
 /// Starts everything `serve` runs: the embedded service (unless a URL is given), the
 /// store, the reconciler, the audit retention, and the action server.
 pub async fn start(settings: &Settings) -> Result<Started, StartError> {
+    start_with(settings, subscription_actions).await
+}
+
+/// [`start`], serving the registry `actions` builds (the consent matrix's naive baseline
+/// is served this way).
+pub async fn start_with(
+    settings: &Settings,
+    actions: impl FnOnce(Subscriptions) -> crate::actions::Registry,
+) -> Result<Started, StartError> {
     crate::telemetry::install_crypto();
     std::fs::create_dir_all(&settings.data_dir)?;
     let (service_url, embedded_port) = match &settings.subscriptions_url {
@@ -298,7 +307,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         min_age,
         settings.audit_retention,
     );
-    let registry = subscription_actions(Subscriptions { guard });
+    let registry = actions(Subscriptions { guard });
     let listener = TcpListener::bind((settings.host.as_str(), settings.port))?;
     let port = listener.local_addr()?.port();
     let tls = match &settings.tls {

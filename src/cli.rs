@@ -32,6 +32,16 @@ pub enum Command {
     Audit(AuditArgs),
     /// Run conversation tests (Rasa Pro's end-to-end format) against a running Rasa.
     Converse(ConverseCli),
+    /// Replay the consent matrix through the guard and a naive baseline; print the scores.
+    Eval(EvalArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    /// The matrix file (eval/consent-matrix.yml).
+    pub matrix: PathBuf,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// Logging flags, shared by every command.

@@ -17,8 +17,11 @@ async fn main() -> ExitCode {
         Command::SubscriptionService(a) => a.log.clone(),
         Command::Audit(a) => a.log.clone(),
         Command::Converse(a) => a.log.clone(),
+        Command::Eval(a) => a.log.clone(),
     };
-    telemetry::init(log.verbose, log.quiet, log.log_format);
+    // The eval runs hundreds of in-process servers: their request logs only at -v.
+    let quiet = log.quiet || (matches!(command, Command::Eval(_)) && log.verbose == 0);
+    telemetry::init(log.verbose, quiet, log.log_format);
     match command {
         Command::Serve(args) => report(app::serve(&args).await),
         Command::SubscriptionService(args) => report(app::subscription_service(&args).await),
@@ -41,6 +44,16 @@ async fn main() -> ExitCode {
             }
             Err(e) => report::<()>(Err(e)),
         },
+        Command::Eval(args) => {
+            match actiongate::eval::matrix::eval(&args.matrix, &mut std::io::stdout()).await {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Converse(args) => {
             let result = converse::run(converse::ConverseArgs {
                 files: args.files,

@@ -1,0 +1,68 @@
+//! The consent matrix: the file is valid and large enough, and its runner counts changes
+//! at the service (a violating scenario changes the record through the naive baseline and
+//! not through the guard). `actiongate eval` replays the whole matrix in CI.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use actiongate::eval::matrix::{load, run_scenario, Label, Variant};
+
+fn matrix_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/consent-matrix.yml")
+}
+
+#[test]
+fn the_matrix_covers_every_category_with_enough_scenarios() {
+    let matrix = load(&matrix_path()).unwrap();
+    assert!(matrix.scenarios.len() >= 200, "{}", matrix.scenarios.len());
+    let categories: BTreeSet<&str> = matrix
+        .scenarios
+        .iter()
+        .map(|s| s.category.as_str())
+        .collect();
+    for needed in [
+        "happy",
+        "ambiguous_request",
+        "confirmation_of_another_change",
+        "unrelated_yes",
+        "intent_not_words",
+        "stale_revision",
+        "moved_date",
+        "hidden_benefit_loss",
+        "question_without_effective",
+        "expired",
+        "foreign_account",
+        "memory_from_entities",
+        "duplicate_delivery",
+        "restart_before_answer",
+        "rewound_answer",
+    ] {
+        assert!(categories.contains(needed), "missing {needed}");
+    }
+    let ids: BTreeSet<&str> = matrix.scenarios.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids.len(), matrix.scenarios.len(), "ids are unique");
+    assert!(matrix.scenarios.iter().any(|s| s.label == Label::Valid));
+}
+
+#[tokio::test]
+async fn the_runner_counts_changes_at_the_service() {
+    let matrix = load(&matrix_path()).unwrap();
+    let hidden = matrix
+        .scenarios
+        .iter()
+        .find(|s| s.id == "hidden_benefit_loss/WS-SUB-3304/stop_renewal")
+        .unwrap();
+    let guarded = run_scenario(hidden, Variant::Guard).await.unwrap();
+    assert_eq!(guarded.changes, 0, "{:?}", guarded.outcomes);
+    let naive = run_scenario(hidden, Variant::Baseline).await.unwrap();
+    assert_eq!(naive.changes, 1, "{:?}", naive.outcomes);
+    let happy = matrix
+        .scenarios
+        .iter()
+        .find(|s| s.id == "happy/WS-SUB-5120/pause_four_weeks")
+        .unwrap();
+    assert_eq!(
+        run_scenario(happy, Variant::Guard).await.unwrap().changes,
+        1
+    );
+}
