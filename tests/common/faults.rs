@@ -22,12 +22,18 @@ pub enum Fault {
     Fail,
     /// Forward, then wait this long before answering.
     Slow(Duration),
+    /// Move the record (a new revision) just before forwarding the command: the service
+    /// answers 412.
+    StaleAtLastMoment,
+    /// Reads (`GET`) answer 500; commands pass.
+    FailReads,
 }
 
 pub struct FaultyService {
     pub url: String,
     fault: Arc<Mutex<Fault>>,
     forwarded: Arc<AtomicUsize>,
+    accepted: Arc<AtomicUsize>,
 }
 
 impl FaultyService {
@@ -40,22 +46,28 @@ impl FaultyService {
         self.forwarded.load(Ordering::SeqCst)
     }
 
+    /// Commands the real service answered 200 or 201.
+    pub fn commands_accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
     pub async fn start(upstream: &str, fault: Fault) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let fault = Arc::new(Mutex::new(fault));
         let forwarded = Arc::new(AtomicUsize::new(0));
+        let accepted = Arc::new(AtomicUsize::new(0));
         let upstream = upstream.to_owned();
-        let (f, n) = (fault.clone(), forwarded.clone());
+        let (f, n, a) = (fault.clone(), forwarded.clone(), accepted.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((socket, _)) = listener.accept().await else {
                     return;
                 };
-                let (f, n, upstream) = (f.clone(), n.clone(), upstream.clone());
+                let (f, n, a, upstream) = (f.clone(), n.clone(), a.clone(), upstream.clone());
                 tokio::spawn(async move {
                     let fault = *f.lock().unwrap();
-                    let _ = handle(socket, &upstream, fault, &n).await;
+                    let _ = handle(socket, &upstream, fault, &n, &a).await;
                 });
             }
         });
@@ -63,6 +75,7 @@ impl FaultyService {
             url,
             fault,
             forwarded,
+            accepted,
         }
     }
 }
@@ -116,6 +129,7 @@ async fn handle(
     upstream: &str,
     fault: Fault,
     forwarded: &AtomicUsize,
+    accepted: &AtomicUsize,
 ) -> std::io::Result<()> {
     if fault == Fault::ResetBeforeReading {
         // Read nothing: close at once; the client's request dies on a closed connection.
@@ -126,7 +140,7 @@ async fn handle(
         return Ok(());
     };
     let command = method == "POST";
-    if command && fault == Fault::Fail {
+    if (command && fault == Fault::Fail) || (method == "GET" && fault == Fault::FailReads) {
         let body = br#"{"error":"internal","message":"the service failed"}"#;
         let head = format!("HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
         socket.write_all(head.as_bytes()).await?;
@@ -134,6 +148,14 @@ async fn handle(
         return Ok(());
     }
     let http = reqwest::Client::new();
+    if command && fault == Fault::StaleAtLastMoment {
+        let id = path.split('/').nth(3).unwrap_or_default();
+        let url = format!("{upstream}/v1/subscriptions/{id}");
+        let mut record: serde_json::Value = http.get(&url).send().await.map_err(std::io::Error::other)?.json().await.map_err(std::io::Error::other)?;
+        record.as_object_mut().unwrap().remove("revision");
+        record["notes"].as_array_mut().unwrap().push(serde_json::json!({"at": "2026-09-30T08:00:00Z", "text": "Moved at the last moment."}));
+        http.put(&url).json(&record).send().await.map_err(std::io::Error::other)?;
+    }
     let mut request = http
         .request(method.parse().unwrap(), format!("{upstream}{path}"))
         .body(body);
@@ -145,6 +167,9 @@ async fn handle(
     let answer = request.send().await.map_err(std::io::Error::other)?;
     if command {
         forwarded.fetch_add(1, Ordering::SeqCst);
+        if answer.status().is_success() {
+            accepted.fetch_add(1, Ordering::SeqCst);
+        }
     }
     let status = answer.status();
     let mut extra = String::new();
