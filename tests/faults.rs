@@ -25,15 +25,33 @@ const CLEAR: [(&str, Option<&str>); 9] = [
 ];
 
 fn assert_clear(outcome: &Value, fault: Fault) {
-    let pair = (outcome["status"].as_str().unwrap_or("?"), outcome["reason"].as_str());
-    assert!(CLEAR.contains(&pair), "{fault:?}: unclear outcome {outcome}");
-    assert!(outcome["effects"] == 0 || outcome["effects"] == 1, "{fault:?}: {outcome}");
+    let pair = (
+        outcome["status"].as_str().unwrap_or("?"),
+        outcome["reason"].as_str(),
+    );
+    assert!(
+        CLEAR.contains(&pair),
+        "{fault:?}: unclear outcome {outcome}"
+    );
+    assert!(
+        outcome["effects"] == 0 || outcome["effects"] == 1,
+        "{fault:?}: {outcome}"
+    );
 }
 
 async fn run(fault: Fault) {
     let service = spawn_app().await; // the real service lives in this app's embedded service
     let faulty = FaultyService::start(&service.service_url, fault).await;
-    let app: TestApp = spawn_app_with(&["--subscriptions-url", &faulty.url, "--subscriptions-timeout", "0.5"], |_| {}).await;
+    let app: TestApp = spawn_app_with(
+        &[
+            "--subscriptions-url",
+            &faulty.url,
+            "--subscriptions-timeout",
+            "0.5",
+        ],
+        |_| {},
+    )
+    .await;
     let before = service.revision(SUB).await;
     // Select through a healthy path so every fault hits the apply.
     let mut c = Conversation::new("faults", Some("acct-7"));
@@ -47,7 +65,11 @@ async fn run(fault: Fault) {
     let first = outcome_of(&body);
     assert_clear(&first, fault);
     if first["status"] == "applied" {
-        assert_eq!(faulty.commands_accepted(), 1, "{fault:?}: applied without the service's 2xx");
+        assert_eq!(
+            faulty.commands_accepted(),
+            1,
+            "{fault:?}: applied without the service's 2xx"
+        );
     }
     // Retries while the fault lasts, then with the service healthy, then a check.
     let (_, again) = app.endpoint.webhook(&request).await.unwrap();
@@ -63,15 +85,22 @@ async fn run(fault: Fault) {
     c.user("did it work?", "check", &[]);
     let (_, checked) = c.run(&app, "check_subscription_change").await.unwrap();
     let checked = outcome_of(&checked);
-    let changes = service.revision(SUB).await - before - i64::from(fault == Fault::StaleAtLastMoment);
+    let changes =
+        service.revision(SUB).await - before - i64::from(fault == Fault::StaleAtLastMoment);
     assert!(changes <= 1, "{fault:?}: {changes} changes");
-    assert_eq!(changes as usize, faulty.commands_accepted().min(1), "{fault:?}: every change went through a 2xx");
+    assert_eq!(
+        changes as usize,
+        faulty.commands_accepted().min(1),
+        "{fault:?}: every change went through a 2xx"
+    );
     if healthy["status"] == "applied" || checked["status"] == "applied" {
         assert_eq!(changes, 1, "{fault:?}: applied means changed");
     }
     if changes == 1 {
         assert!(
-            [&first, &healthy, &checked].iter().any(|o| o["status"] == "applied"),
+            [&first, &healthy, &checked]
+                .iter()
+                .any(|o| o["status"] == "applied"),
             "{fault:?}: a change the customer is never told about"
         );
     }

@@ -151,10 +151,23 @@ async fn handle(
     if command && fault == Fault::StaleAtLastMoment {
         let id = path.split('/').nth(3).unwrap_or_default();
         let url = format!("{upstream}/v1/subscriptions/{id}");
-        let mut record: serde_json::Value = http.get(&url).send().await.map_err(std::io::Error::other)?.json().await.map_err(std::io::Error::other)?;
+        let mut record: serde_json::Value = http
+            .get(&url)
+            .send()
+            .await
+            .map_err(std::io::Error::other)?
+            .json()
+            .await
+            .map_err(std::io::Error::other)?;
         record.as_object_mut().unwrap().remove("revision");
-        record["notes"].as_array_mut().unwrap().push(serde_json::json!({"at": "2026-09-30T08:00:00Z", "text": "Moved at the last moment."}));
-        http.put(&url).json(&record).send().await.map_err(std::io::Error::other)?;
+        record["notes"].as_array_mut().unwrap().push(
+            serde_json::json!({"at": "2026-09-30T08:00:00Z", "text": "Moved at the last moment."}),
+        );
+        http.put(&url)
+            .json(&record)
+            .send()
+            .await
+            .map_err(std::io::Error::other)?;
     }
     let mut request = http
         .request(method.parse().unwrap(), format!("{upstream}{path}"))

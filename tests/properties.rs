@@ -1,0 +1,264 @@
+//! Properties: the guard approves if and only if every fact matches, whatever the
+//! perturbation; applied events equal rasa-sdk's algorithm on arbitrary event lists.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
+use actiongate::conversation::{Answer, Conversation, Question};
+use actiongate::protocol::Tracker;
+use actiongate::subscriptions::{ChangeOption, Subscription};
+
+const TAG: &str = "WS-SUB-3304 stop_renewal r4";
+const EFFECTIVE: &str = "2027-01-01 00:00 UTC";
+const ENTITLEMENTS: &str = "October to December boxes ship as usual; no charge on 2027-01-01";
+
+/// What may be wrong with a confirmation; each flag breaks one fact.
+#[derive(Debug, Clone)]
+struct Perturbation {
+    no_account: bool,
+    tag: u8,          // 0 ok, 1 empty, 2 malformed
+    untrusted: u8,    // 0 ok, 1 nothing written, 2 a field differs
+    other_target: u8, // 0 ok, 1 other subscription, 2 other change type, 3 missing
+    question: u8,     // 0 ok, 1 none, 2 without tag, 3 without date, 4 without entitlements
+    unanswered: bool,
+    gap: f64, // seconds between question and answer
+    missing_time: bool,
+}
+
+fn perturbation() -> impl Strategy<Value = Perturbation> {
+    (
+        any::<bool>(),
+        0u8..3,
+        0u8..3,
+        0u8..4,
+        0u8..5,
+        any::<bool>(),
+        0.0f64..1200.0,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(
+                no_account,
+                tag,
+                untrusted,
+                other_target,
+                question,
+                unanswered,
+                gap,
+                missing_time,
+            )| Perturbation {
+                no_account,
+                tag,
+                untrusted,
+                other_target,
+                question,
+                unanswered,
+                gap,
+                missing_time,
+            },
+        )
+}
+
+fn inputs(p: &Perturbation) -> ApplyInputs {
+    let tag = match p.tag {
+        0 => TAG.to_owned(),
+        1 => String::new(),
+        _ => "WS-SUB-3304 stop_renewal".to_owned(),
+    };
+    let memory = Memory {
+        subscription: Some("WS-SUB-3304 (Style Box, monthly)".into()),
+        label: Some("Stop renewal".into()),
+        effective: Some(EFFECTIVE.into()),
+        entitlements: Some(ENTITLEMENTS.into()),
+        tag: Some(tag.clone()).filter(|t| !t.is_empty()),
+    };
+    let mut written: HashMap<String, Value> = HashMap::from([
+        (
+            "change_subscription".into(),
+            json!("WS-SUB-3304 (Style Box, monthly)"),
+        ),
+        ("change_label".into(), json!("Stop renewal")),
+        ("change_effective".into(), json!(EFFECTIVE)),
+        ("change_entitlements".into(), json!(ENTITLEMENTS)),
+        (
+            "change_tag".into(),
+            if tag.is_empty() {
+                Value::Null
+            } else {
+                json!(tag)
+            },
+        ),
+    ]);
+    if p.untrusted == 2 {
+        written.insert("change_entitlements".into(), json!("something else"));
+    }
+    let question_text = match p.question {
+        2 => format!("Confirm: {EFFECTIVE}; {ENTITLEMENTS}."),
+        3 => format!("Confirm {TAG}: {ENTITLEMENTS}."),
+        4 => format!("Confirm {TAG}: {EFFECTIVE}."),
+        _ => format!("Confirm {TAG}: {EFFECTIVE}; {ENTITLEMENTS}."),
+    };
+    let question = (p.question != 1).then(|| Question {
+        text: question_text,
+        timestamp: Some(100.0),
+        position: 7,
+    });
+    let answer = (!p.unanswered && question.is_some()).then(|| Answer {
+        text: "yes".into(),
+        timestamp: if p.missing_time {
+            None
+        } else {
+            Some(100.0 + p.gap)
+        },
+        message_id: Some("m1".into()),
+    });
+    let (sub, change) = match p.other_target {
+        0 => (Some("WS-SUB-3304"), Some("stop_renewal")),
+        1 => (Some("WS-SUB-3310"), Some("stop_renewal")),
+        2 => (Some("WS-SUB-3304"), Some("skip_next_box")),
+        _ => (None, None),
+    };
+    ApplyInputs {
+        sender_id: "prop".into(),
+        account: (!p.no_account).then(|| "acct-7".into()),
+        requested_subscription: sub.map(str::to_owned),
+        requested_change_type: change.map(str::to_owned),
+        memory,
+        conversation: Conversation {
+            question,
+            answer,
+            selected_memory: (p.untrusted != 1).then_some(written),
+        },
+    }
+}
+
+/// The facts of the service, each possibly moved.
+#[derive(Debug, Clone)]
+struct Facts {
+    other_account: bool,
+    revision: i64,
+    effective_at: &'static str,
+    entitlements_changed: bool,
+    offered: bool,
+}
+
+fn facts() -> impl Strategy<Value = Facts> {
+    (
+        any::<bool>(),
+        3i64..6,
+        prop_oneof![
+            Just("2027-01-01T00:00:00Z"),
+            Just("2027-01-01T00:00:01Z"),
+            Just("2026-12-31T00:00:00Z")
+        ],
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(other_account, revision, effective_at, entitlements_changed, offered)| Facts {
+                other_account,
+                revision,
+                effective_at,
+                entitlements_changed,
+                offered,
+            },
+        )
+}
+
+fn record(f: &Facts) -> Subscription {
+    Subscription {
+        id: "WS-SUB-3304".into(),
+        account: if f.other_account {
+            "acct-9".into()
+        } else {
+            "acct-7".into()
+        },
+        product: "Style Box".into(),
+        plan: "monthly".into(),
+        status: "active".into(),
+        revision: f.revision,
+        options: if f.offered {
+            vec![ChangeOption {
+                change_type: "stop_renewal".into(),
+                label: "Stop renewal".into(),
+                effective_at: f.effective_at.into(),
+                entitlements: if f.entitlements_changed {
+                    "no refund".into()
+                } else {
+                    ENTITLEMENTS.into()
+                },
+            }]
+        } else {
+            vec![]
+        },
+        notes: vec![],
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn the_guard_approves_if_and_only_if_every_fact_matches(p in perturbation(), f in facts()) {
+        let config = ConsentConfig::default();
+        let conversation_ok = !p.no_account && p.tag == 0 && p.untrusted == 0 && p.other_target == 0
+            && p.question == 0 && !p.unanswered && !p.missing_time && p.gap <= 600.0;
+        let checked = check_conversation(&inputs(&p), &config);
+        prop_assert_eq!(checked.is_ok(), conversation_ok, "{:?}", checked);
+        if let Ok(confirmation) = checked {
+            let facts_ok = !f.other_account && f.revision == 4 && f.offered
+                && f.effective_at == "2027-01-01T00:00:00Z" && !f.entitlements_changed;
+            let compared = compare_facts(&confirmation, Some(&record(&f)));
+            prop_assert_eq!(compared.is_ok(), facts_ok, "{:?}", compared);
+            if let Err(outcome) = compared {
+                if f.other_account {
+                    prop_assert!(outcome.current.is_none() && outcome.why.is_none(), "nothing revealed");
+                }
+            }
+            prop_assert!(compare_facts(&confirmation, None).is_err(), "an unknown record never approves");
+        }
+    }
+}
+
+/// rasa-sdk's `applied_events`, as written there (quadratic on purpose: the reference).
+fn reference(events: &[&str]) -> Vec<usize> {
+    let mut done: Vec<usize> = Vec::new();
+    let undo_till = |done: &mut Vec<usize>, kind: &str| {
+        while let Some(i) = done.pop() {
+            if events[i] == kind {
+                break;
+            }
+        }
+    };
+    for (i, kind) in events.iter().enumerate() {
+        match *kind {
+            "restart" => done.clear(),
+            "undo" => undo_till(&mut done, "action"),
+            "rewind" => {
+                undo_till(&mut done, "user");
+                undo_till(&mut done, "action");
+            }
+            _ => done.push(i),
+        }
+    }
+    done
+}
+
+proptest! {
+    #[test]
+    fn applied_events_match_rasa_sdk(kinds in proptest::collection::vec(prop_oneof![
+        Just("user"), Just("action"), Just("bot"), Just("slot"), Just("restart"), Just("undo"), Just("rewind"), Just("session_started")
+    ], 0..60)) {
+        let events: Vec<Value> = kinds.iter().enumerate().map(|(i, k)| json!({"event": k, "timestamp": i as f64, "name": format!("e{i}")})).collect();
+        let tracker: Tracker = serde_json::from_value(json!({"sender_id": "p", "events": events})).unwrap();
+        let ours: Vec<f64> = tracker.applied_events().iter().map(|e| e.timestamp().unwrap()).collect();
+        let expected: Vec<f64> = reference(&kinds).into_iter().map(|i| i as f64).collect();
+        prop_assert_eq!(&ours, &expected);
+        prop_assert!(tracker.applied_events().iter().all(|e| !matches!(e.name(), "restart" | "undo" | "rewind")));
+        let session = tracker.session_events();
+        prop_assert!(session.iter().skip(1).all(|e| e.name() != "session_started"), "a session view holds one session");
+    }
+}
