@@ -55,19 +55,24 @@ pub async fn read(
         }
         body.extend_from_slice(&chunk);
     }
-    decode(headers, body.freeze(), limits.max_decompressed)
+    let encoding = match headers.get(CONTENT_ENCODING) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| ApiError::UnsupportedEncoding("<not text>".into()))?,
+        ),
+    };
+    decode(encoding, body.freeze(), limits.max_decompressed)
 }
 
-/// Decompresses the body according to `Content-Encoding`.
-pub fn decode(headers: &HeaderMap, body: Bytes, max: usize) -> Result<Bytes, ApiError> {
-    let Some(encoding) = headers.get(CONTENT_ENCODING) else {
+/// Decompresses a body according to its `Content-Encoding` (matched in any case),
+/// refusing output beyond `max` bytes.
+pub fn decode(encoding: Option<&str>, body: Bytes, max: usize) -> Result<Bytes, ApiError> {
+    let Some(encoding) = encoding else {
         return Ok(body);
     };
-    let encoding = encoding
-        .to_str()
-        .map_err(|_| ApiError::UnsupportedEncoding("<not text>".into()))?
-        .trim()
-        .to_ascii_lowercase();
+    let encoding = encoding.trim().to_ascii_lowercase();
     match encoding.as_str() {
         "" | "identity" => Ok(body),
         "deflate" if is_zlib(&body) => inflate(ZlibDecoder::new(&body[..]), max),
