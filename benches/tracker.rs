@@ -8,34 +8,36 @@ use serde_json::{json, Value};
 use actiongate::conversation;
 use actiongate::protocol::WebhookRequest;
 
-/// A webhook body shaped like Rasa 3.6.21's, with `n` events: turns of user, action and
-/// bot events, and a confirmation question near the end.
+/// A webhook body with `n` events, made of the events of a real Rasa 3.6.21 request
+/// (tests/fixtures/rasa-3.6.21/apply_request.json) repeated, key order and all.
 fn body(n: usize) -> String {
-    let meta = json!({"model_id": "0810b3c6a21946a3bd4a4bf112e5a73f", "assistant_id": "subscription-change-probe"});
-    let mut events: Vec<Value> = Vec::with_capacity(n);
-    let mut t = 1_796_027_823.0_f64;
-    let mut i = 0;
-    while events.len() < n {
-        t += 0.5;
-        i += 1;
-        let id = format!("{i:032x}");
-        events.push(json!({"event": "user", "timestamp": t, "metadata": meta, "text": "tell me about my box",
-            "parse_data": {"intent": {"name": "chitchat", "confidence": 1.0}, "entities": [], "text": "tell me about my box",
-            "message_id": id, "metadata": {}, "text_tokens": [[0, 4], [5, 7], [8, 13]]}, "input_channel": "rest", "message_id": id}));
-        events.push(json!({"event": "action", "timestamp": t, "metadata": meta, "name": "utter_chitchat", "policy": "RulePolicy", "confidence": 1.0, "action_text": null, "hide_rule_turn": false}));
-        events.push(json!({"event": "bot", "timestamp": t, "metadata": {"utter_action": "utter_chitchat"}, "text": "Your box ships monthly.",
-            "data": {"elements": null, "quick_replies": null, "buttons": null, "attachment": null, "image": null, "custom": null}}));
-        events.push(json!({"event": "action", "timestamp": t, "metadata": meta, "name": "action_listen", "policy": null, "confidence": null, "action_text": null, "hide_rule_turn": false}));
+    let fixture: Value = serde_json::from_str(include_str!(
+        "../tests/fixtures/rasa-3.6.21/apply_request.json"
+    ))
+    .unwrap();
+    #[derive(serde::Deserialize)]
+    struct Raw<'a> {
+        #[serde(borrow)]
+        tracker: RawTracker<'a>,
     }
-    events.truncate(n);
-    if n >= 4 {
-        events[n - 2] = json!({"event": "bot", "timestamp": t, "metadata": {"utter_action": "utter_confirm_subscription_change"},
-            "text": "Please confirm WS-SUB-3304 stop_renewal r4, effective 2027-01-01 00:00 UTC.", "data": {}});
+    #[derive(serde::Deserialize)]
+    struct RawTracker<'a> {
+        #[serde(borrow)]
+        events: Vec<&'a serde_json::value::RawValue>,
     }
-    json!({"next_action": "apply_subscription_change", "sender_id": "bench", "version": "3.6.21",
-        "tracker": {"sender_id": "bench", "slots": {"change_tag": "WS-SUB-3304 stop_renewal r4"}, "events": events,
-        "latest_message": {}, "paused": false, "active_loop": {}}})
-    .to_string()
+    let text = include_str!("../tests/fixtures/rasa-3.6.21/apply_request.json");
+    let raw: Raw = serde_json::from_str(text).unwrap();
+    // Skip the session start: one session, a long conversation.
+    let turn: Vec<&str> = raw.tracker.events[4..].iter().map(|e| e.get()).collect();
+    let events: Vec<&str> = turn.iter().copied().cycle().take(n).collect();
+    let mut body = json!({"next_action": "apply_subscription_change", "sender_id": "bench", "version": "3.6.21",
+        "domain": fixture["domain"].clone(),
+        "tracker": {"sender_id": "bench", "slots": fixture["tracker"]["slots"].clone(), "events": [],
+        "latest_message": fixture["tracker"]["latest_message"].clone(), "paused": false, "active_loop": {}}})
+    .to_string();
+    let at = body.find(r#""events":[]"#).unwrap() + r#""events":["#.len();
+    body.insert_str(at, &events.join(", "));
+    body
 }
 
 fn benches(c: &mut Criterion) {

@@ -15,6 +15,11 @@ use crate::protocol::{EventKind, RawEvent};
 /// The fields of `user`, `bot`, `action` and `slot` events this module reads.
 #[derive(Deserialize)]
 struct Lite<'a> {
+    // Declared so that a duplicate `event` or `timestamp` key is refused, not guessed at.
+    #[serde(default, rename = "event")]
+    _event: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "timestamp")]
+    _timestamp: Option<serde::de::IgnoredAny>,
     #[serde(borrow, default)]
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]

@@ -183,4 +183,51 @@ fn memory_set_outside_the_latest_select_is_not_trusted() {
 fn a_malformed_event_is_an_error_not_a_guess() {
     let events = vec![json!({"event": "bot", "text": 5, "metadata": {"utter_action": Q}})];
     assert!(read(&tracker(&events).session_events(), Q, SELECT).is_err());
+    // Duplicate keys in an event the reader uses: refused, though its head was read fast.
+    for raw in [
+        r#"{"event": "user", "timestamp": 1.0, "text": "yes", "timestamp": 9.0}"#,
+        r#"{"event": "user", "timestamp": 1.0, "event": "bot", "text": "yes"}"#,
+    ] {
+        let text = format!(r#"{{"sender_id": "t", "events": [{raw}]}}"#);
+        let t: Tracker = serde_json::from_str(&text).unwrap();
+        assert!(read(&t.session_events(), Q, SELECT).is_err(), "{raw}");
+    }
+}
+
+#[test]
+fn event_heads_read_fast_or_fully_agree() {
+    for (raw, kind, timestamp) in [
+        (
+            r#"{"event": "user", "timestamp": 1796027823.2790322, "text": "x"}"#,
+            "user",
+            Some(1796027823.2790322),
+        ),
+        (r#"{"event":"bot","timestamp":5}"#, "bot", Some(5.0)),
+        (
+            r#"{"event": "slot", "timestamp": null, "name": "a"}"#,
+            "slot",
+            None,
+        ),
+        (
+            r#"{"name": "a", "event": "action", "timestamp": 2.5}"#,
+            "action",
+            Some(2.5),
+        ),
+        (
+            r#"{"event": "fl\u006fw_started", "timestamp": 1e3}"#,
+            "flow_started",
+            Some(1000.0),
+        ),
+    ] {
+        let e: RawEvent = serde_json::from_str(raw).unwrap();
+        assert_eq!((e.name(), e.timestamp()), (kind, timestamp), "{raw}");
+    }
+    for bad in [
+        r#"{"timestamp": 1.0}"#,
+        r#"{"event": "", "timestamp": 1.0}"#,
+        r#"{"event": 5}"#,
+        r#"{"event": "user", "timestamp": "x"}"#,
+    ] {
+        assert!(serde_json::from_str::<RawEvent>(bad).is_err(), "{bad}");
+    }
 }

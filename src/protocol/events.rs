@@ -59,15 +59,24 @@ impl RawEvent {
     /// Reads the kind and timestamp of one raw event. An event without `event` is an error:
     /// Rasa never sends one, and nothing could be decided about it.
     pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
-        let head: Head = serde_json::from_str(raw.get())?;
-        let name = match head.event {
-            Some(name) if !name.is_empty() => name,
-            _ => return Err(de::Error::custom("an event has no `event` kind")),
+        // Rasa writes `event` first and `timestamp` second; reading them off the front
+        // spares a second pass over the event. Anything else takes the full path.
+        let (name, timestamp) = match fast_head(raw.get()) {
+            Some((name, timestamp)) => (std::borrow::Cow::Borrowed(name), timestamp),
+            None => {
+                let head: Head = serde_json::from_str(raw.get())?;
+                match head.event {
+                    Some(name) if !name.is_empty() => {
+                        (std::borrow::Cow::Owned(name.into_owned()), head.timestamp)
+                    }
+                    _ => return Err(de::Error::custom("an event has no `event` kind")),
+                }
+            }
         };
         Ok(Self {
             kind: EventKind::from_name(&name),
             name: name.into(),
-            timestamp: head.timestamp,
+            timestamp,
             raw,
         })
     }
@@ -94,6 +103,42 @@ impl RawEvent {
     pub fn typed(&self) -> Result<Event, serde_json::Error> {
         Event::parse(&self.name, self.raw.get())
     }
+}
+
+/// `{"event": "NAME", "timestamp": NUMBER` at the start of an event, with a plain name
+/// (no escapes) and a plain number; `None` sends the event down the full path.
+fn fast_head(json: &str) -> Option<(&str, Option<f64>)> {
+    let rest = json.strip_prefix('{')?.trim_start();
+    let rest = rest
+        .strip_prefix("\"event\"")?
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    let name = &rest[..end];
+    if name.is_empty() || name.contains('\\') {
+        return None;
+    }
+    let rest = rest[end + 1..].trim_start();
+    let rest = rest.strip_prefix(',')?.trim_start();
+    let rest = rest
+        .strip_prefix("\"timestamp\"")?
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
+    let number_end =
+        rest.find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E')))?;
+    let after = rest[number_end..].trim_start();
+    if !(after.starts_with(',') || after.starts_with('}')) {
+        // `null` or anything unusual: the full path decides.
+        return None;
+    }
+    let timestamp = rest[..number_end]
+        .parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite())?;
+    Some((name, Some(timestamp)))
 }
 
 impl<'de> Deserialize<'de> for RawEvent {
