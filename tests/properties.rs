@@ -101,7 +101,7 @@ fn inputs(p: &Perturbation) -> ApplyInputs {
         4 => format!("Confirm {TAG}: {EFFECTIVE}."),
         _ => format!("Confirm {TAG}: {EFFECTIVE}; {ENTITLEMENTS}."),
     };
-    let question = (p.question != 1).then(|| Question {
+    let question = (p.question != 1).then_some(Question {
         text: question_text,
         timestamp: Some(100.0),
         position: 7,
