@@ -1,7 +1,7 @@
 //! Request counters and a latency histogram, exposed in Prometheus' text format on
 //! `GET /metrics`.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -23,21 +23,29 @@ pub struct Metrics {
     inner: Mutex<Inner>,
 }
 
+/// Counts by route, then action, then status: looked up by `&str`, so a request
+/// allocates only the first time its combination is seen.
 #[derive(Default)]
 struct Inner {
-    requests: BTreeMap<(String, String, u16), u64>,
-    latency: BTreeMap<String, Histogram>,
+    requests: HashMap<String, HashMap<String, HashMap<u16, u64>>>,
+    latency: HashMap<String, Histogram>,
+}
+
+fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), V::default());
+    }
+    map.get_mut(key).expect("just inserted")
 }
 
 impl Metrics {
     pub fn record(&self, route: &str, action: &str, status: u16, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        *inner
-            .requests
-            .entry((route.to_owned(), action.to_owned(), status))
+        *slot(slot(&mut inner.requests, route), action)
+            .entry(status)
             .or_default() += 1;
-        let histogram = inner.latency.entry(route.to_owned()).or_default();
+        let histogram = slot(&mut inner.latency, route);
         for (count, bound) in histogram.counts.iter_mut().zip(BUCKETS) {
             if secs <= bound {
                 *count += 1;
@@ -55,7 +63,17 @@ impl Metrics {
             "# HELP actiongate_requests_total Requests served, by route, action and status.\n",
         );
         out.push_str("# TYPE actiongate_requests_total counter\n");
-        for ((route, action, status), n) in &inner.requests {
+        let mut requests: Vec<(&String, &String, u16, u64)> = inner
+            .requests
+            .iter()
+            .flat_map(|(route, actions)| {
+                actions.iter().flat_map(move |(action, statuses)| {
+                    statuses.iter().map(move |(s, n)| (route, action, *s, *n))
+                })
+            })
+            .collect();
+        requests.sort();
+        for (route, action, status, n) in requests {
             let _ = writeln!(
                 out,
                 "actiongate_requests_total{{route=\"{}\",action=\"{}\",status=\"{status}\"}} {n}",
@@ -67,7 +85,9 @@ impl Metrics {
             "# HELP actiongate_request_duration_seconds Time to answer a request, by route.\n",
         );
         out.push_str("# TYPE actiongate_request_duration_seconds histogram\n");
-        for (route, h) in &inner.latency {
+        let mut latency: Vec<(&String, &Histogram)> = inner.latency.iter().collect();
+        latency.sort_by_key(|(route, _)| *route);
+        for (route, h) in latency {
             let route = escape(route);
             for (count, bound) in h.counts.iter().zip(BUCKETS) {
                 let _ = writeln!(

@@ -241,19 +241,23 @@ async fn cors_and_preflight(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    let state = req.app_data::<web::Data<AppState>>().cloned();
-    let policy = state
-        .as_ref()
-        .map(|s| s.settings.cors.clone())
-        .unwrap_or_default();
-    let origins: Vec<String> = req
-        .headers()
-        .get_all(header::ORIGIN)
-        .filter_map(|v| v.to_str().ok().map(str::to_owned))
-        .collect();
-    let origin_refs: Vec<&str> = origins.iter().map(String::as_str).collect();
-    let allow = policy.allow_origin(&origin_refs);
-    let mut res = if req.method() == actix_web::http::Method::OPTIONS {
+    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+        return Ok(next.call(req).await?.map_into_boxed_body());
+    };
+    let policy = &state.settings.cors;
+    let preflight = req.method() == actix_web::http::Method::OPTIONS;
+    if !preflight && !policy.is_enabled() {
+        return Ok(next.call(req).await?.map_into_boxed_body());
+    }
+    let allow = {
+        let origins: Vec<&str> = req
+            .headers()
+            .get_all(header::ORIGIN)
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        policy.allow_origin(&origins)
+    };
+    let mut res = if preflight {
         let mut preflight = HttpResponse::Ok();
         if allow.is_some() {
             let method = req
