@@ -274,6 +274,7 @@ pub async fn start_with(
                     seed: Some(settings.embedded_seed.clone()),
                     token: settings.subscriptions_token.clone(),
                     command_delay: settings.embedded_command_delay,
+                    faults: Default::default(),
                 },
             )
             .await?;
@@ -410,6 +411,11 @@ pub async fn subscription_service(args: &crate::cli::ServiceArgs) -> Result<(), 
             seed: Some(seed),
             token: args.token.clone(),
             command_delay: Duration::from_millis(args.command_delay_ms),
+            faults: embedded::Faults {
+                slow_percent: args.fault_slow_percent,
+                slow: Duration::from_millis(args.fault_slow_ms),
+                fail_percent: args.fault_fail_percent,
+            },
         },
     )
     .await?;

@@ -172,6 +172,15 @@ pub struct ServiceArgs {
     /// How long a command stays in flight, in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub command_delay_ms: u64,
+    /// Percentage of calls answered slowly (soak and fault tests).
+    #[arg(long, default_value_t = 0.0)]
+    pub fault_slow_percent: f64,
+    /// How slowly, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub fault_slow_ms: u64,
+    /// Percentage of calls answered 503 without doing anything.
+    #[arg(long, default_value_t = 0.0)]
+    pub fault_fail_percent: f64,
     #[command(flatten)]
     pub log: LogArgs,
 }

@@ -214,6 +214,7 @@ async fn service(dir: &std::path::Path) -> String {
             seed: Some(DEMO_DATA.to_owned()),
             token: None,
             command_delay: Duration::ZERO,
+            faults: Default::default(),
         },
     )
     .await

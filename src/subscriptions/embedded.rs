@@ -34,6 +34,40 @@ pub struct ServiceSettings {
     /// How long a command stays in flight before it is applied (for demos of retries
     /// and time-outs; zero in normal use).
     pub command_delay: Duration,
+    /// Injected misbehaviour, for soak and fault tests; none by default.
+    pub faults: Faults,
+}
+
+/// A share of calls answered slowly or with a failure (503), decided per request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    /// Percentage of calls delayed by `slow`.
+    pub slow_percent: f64,
+    pub slow: Duration,
+    /// Percentage of calls answered 503 without doing anything.
+    pub fail_percent: f64,
+}
+
+impl Faults {
+    fn is_active(&self) -> bool {
+        self.slow_percent > 0.0 || self.fail_percent > 0.0
+    }
+}
+
+/// A small deterministic generator (xorshift), so a soak run's faults are reproducible.
+fn next_percent(state: &std::sync::atomic::AtomicU64) -> f64 {
+    use std::sync::atomic::Ordering;
+    let mut x = state.load(Ordering::Relaxed);
+    loop {
+        let mut y = x;
+        y ^= y << 13;
+        y ^= y >> 7;
+        y ^= y << 17;
+        match state.compare_exchange_weak(x, y, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return (y % 10_000) as f64 / 100.0,
+            Err(now) => x = now,
+        }
+    }
 }
 
 /// Why the service could not start.
@@ -51,6 +85,8 @@ struct State {
     db: SqlitePool,
     token: Option<String>,
     command_delay: Duration,
+    faults: Faults,
+    dice: std::sync::atomic::AtomicU64,
 }
 
 /// Opens (and seeds, when empty) the service's database.
@@ -125,10 +161,13 @@ pub async fn serve(
         db,
         token: settings.token.clone(),
         command_delay: settings.command_delay,
+        faults: settings.faults,
+        dice: std::sync::atomic::AtomicU64::new(0x9E37_79B9_7F4A_7C15),
     });
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .wrap(actix_web::middleware::from_fn(inject_faults))
             .app_data(web::JsonConfig::default().error_handler(|err, _| {
                 let message = err.to_string();
                 actix_web::error::InternalError::from_response(
@@ -151,6 +190,31 @@ pub async fn serve(
     .listen(listener)?
     .run();
     Ok(server)
+}
+
+/// Slows or fails a share of the calls (never the administration route).
+async fn inject_faults(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    let state = req.app_data::<web::Data<State>>().cloned();
+    if let Some(state) =
+        state.filter(|s| s.faults.is_active() && req.method() != actix_web::http::Method::PUT)
+    {
+        let roll = next_percent(&state.dice);
+        if roll < state.faults.fail_percent {
+            let response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "injected failure",
+            );
+            return Ok(req.into_response(response));
+        }
+        if roll < state.faults.fail_percent + state.faults.slow_percent {
+            tokio::time::sleep(state.faults.slow).await;
+        }
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
