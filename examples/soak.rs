@@ -296,7 +296,7 @@ async fn main() {
             r => doubled.push(format!("{} at r{r}", record_id(i))),
         }
     }
-    let s = stats.lock().unwrap();
+    let s = std::mem::take(&mut *stats.lock().unwrap());
     let mut unchanged_applied = Vec::new();
     for id in &s.applied {
         let record = get_record(&http, &args.service, id).await;
