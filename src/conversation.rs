@@ -181,3 +181,24 @@ pub fn read(
     }
     Ok(conversation)
 }
+
+/// The customer's own messages (not `/intent` commands), in order.
+pub fn customer_messages(events: &[&RawEvent]) -> Result<Vec<String>, MalformedEvent> {
+    let mut messages = Vec::new();
+    for (position, event) in events.iter().enumerate() {
+        if event.kind() != EventKind::User {
+            continue;
+        }
+        let user: Lite =
+            serde_json::from_str(event.raw().get()).map_err(|source| MalformedEvent {
+                position,
+                kind: event.name().to_owned(),
+                source,
+            })?;
+        let text = user.text.unwrap_or_default();
+        if !text.starts_with('/') {
+            messages.push(text.into_owned());
+        }
+    }
+    Ok(messages)
+}

@@ -1,7 +1,7 @@
 //! The conversation reader and the tracker's applied events, as pure functions over small
 //! event lists (restart, rewind, undo, new sessions), like rasa-sdk's tracker tests.
 
-use actiongate::conversation::read;
+use actiongate::conversation::{customer_messages, read};
 use actiongate::protocol::{RawEvent, Tracker};
 use serde_json::{json, Value};
 
@@ -230,4 +230,19 @@ fn event_heads_read_fast_or_fully_agree() {
     ] {
         assert!(serde_json::from_str::<RawEvent>(bad).is_err(), "{bad}");
     }
+}
+
+#[test]
+fn the_customers_messages_are_their_words_not_commands() {
+    let t = tracker(&[
+        user("/session_start"),
+        user("stop my box"),
+        bot("sure", "utter_x", 1.0),
+        user("/affirm"),
+        user("yes"),
+    ]);
+    assert_eq!(
+        customer_messages(&t.session_events()).unwrap(),
+        ["stop my box", "yes"]
+    );
 }

@@ -240,14 +240,30 @@ pub struct ConfirmedChange {
 }
 
 impl ConfirmedChange {
+    pub fn subscription(&self) -> &str {
+        &self.confirmation.tag.subscription
+    }
+
+    pub fn change_type(&self) -> &str {
+        &self.confirmation.tag.change_type
+    }
+
+    /// The revision the customer confirmed (sent as `If-Match`).
+    pub fn revision(&self) -> i64 {
+        self.confirmation.tag.revision
+    }
+
+    /// The request key (sent as `Idempotency-Key`).
+    pub fn request_key(&self) -> &str {
+        &self.confirmation.request_key
+    }
+
     /// Step 13: the command, with `If-Match` and `Idempotency-Key`; the outcome recorded.
     async fn send(self, client: &ServiceClient, store: &Store) -> Result<Outcome, StoreError> {
         let c = &self.confirmation;
         let key = &c.request_key;
         store.set_state(key, OpState::Sent, None).await?;
-        let result = client
-            .send_change(&c.tag.subscription, &c.tag.change_type, c.tag.revision, key)
-            .await;
+        let result = client.send_change(&self).await;
         let (state, outcome) = match result {
             CommandOutcome::Applied { .. } => (OpState::Applied, applied(&self.current)),
             CommandOutcome::Stale(record) => {
@@ -514,5 +530,156 @@ fn target(inputs: &ApplyInputs) -> Option<String> {
             s.as_deref().unwrap_or("?"),
             c.as_deref().unwrap_or("?")
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The client's mapping of every answer of a real (embedded) service to a command
+    //! outcome. Here because only this module can make a `ConfirmedChange`.
+    use super::*;
+    use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
+
+    fn change(subscription: &str, change_type: &str, revision: i64, key: &str) -> ConfirmedChange {
+        let terms = Terms {
+            tag: change_tag(subscription, change_type, revision),
+            label: String::new(),
+            effective: String::new(),
+            entitlements: String::new(),
+        };
+        ConfirmedChange {
+            confirmation: Confirmation {
+                account: "acct-7".into(),
+                tag: Tag {
+                    subscription: subscription.into(),
+                    change_type: change_type.into(),
+                    revision,
+                },
+                terms: terms.clone(),
+                question: Question {
+                    text: String::new(),
+                    timestamp: None,
+                    position: 0,
+                },
+                answer: Answer {
+                    text: String::new(),
+                    timestamp: None,
+                    message_id: None,
+                },
+                request_key: key.into(),
+            },
+            current: terms,
+        }
+    }
+
+    async fn service(delay_ms: u64) -> (tempfile::TempDir, ServiceClient) {
+        let dir = tempfile::tempdir().unwrap();
+        let running = embedded::start(
+            0,
+            ServiceSettings {
+                database: dir.path().join("s.db"),
+                seed: Some(DEMO_DATA.to_owned()),
+                token: None,
+                command_delay: Duration::from_millis(delay_ms),
+                faults: Default::default(),
+            },
+        )
+        .await
+        .unwrap();
+        let url = format!("http://127.0.0.1:{}", running.port);
+        (
+            dir,
+            ServiceClient::new(&url, Duration::from_secs(5), None).unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn every_answer_maps_to_an_outcome() {
+        let (_dir, client) = service(0).await;
+        let first = client
+            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k1"))
+            .await;
+        assert!(
+            matches!(
+                first,
+                CommandOutcome::Applied {
+                    replayed: false,
+                    ..
+                }
+            ),
+            "{first:?}"
+        );
+        let again = client
+            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k1"))
+            .await;
+        assert!(
+            matches!(again, CommandOutcome::Applied { replayed: true, .. }),
+            "{again:?}"
+        );
+        let reused = client
+            .send_change(&change("WS-SUB-3304", "skip_next_box", 4, "k1"))
+            .await;
+        assert!(
+            matches!(reused, CommandOutcome::Rejected { status: 422, .. }),
+            "{reused:?}"
+        );
+        let stale = client
+            .send_change(&change("WS-SUB-3310", "stop_renewal", 1, "k2"))
+            .await;
+        assert!(
+            matches!(&stale, CommandOutcome::Stale(record) if record.revision == 2),
+            "{stale:?}"
+        );
+        let unknown = client
+            .send_change(&change("WS-SUB-0000", "stop_renewal", 1, "k3"))
+            .await;
+        assert!(
+            matches!(unknown, CommandOutcome::Rejected { status: 404, .. }),
+            "{unknown:?}"
+        );
+        let not_offered = client
+            .send_change(&change("WS-SUB-3310", "upgrade", 2, "k4"))
+            .await;
+        assert!(
+            matches!(not_offered, CommandOutcome::Rejected { status: 422, .. }),
+            "{not_offered:?}"
+        );
+        let refused =
+            ServiceClient::new("http://127.0.0.1:9", Duration::from_secs(1), None).unwrap();
+        let not_sent = refused
+            .send_change(&change("WS-SUB-3310", "stop_renewal", 2, "k5"))
+            .await;
+        assert!(
+            matches!(not_sent, CommandOutcome::NotSent(_)),
+            "{not_sent:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_in_flight_answers_409_to_a_second_delivery() {
+        let (_dir, client) = service(600).await;
+        let slow = change("WS-SUB-3304", "stop_renewal", 4, "k9");
+        let c2 = client.clone();
+        let first = tokio::spawn(async move { c2.send_change(&slow).await });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let second = client
+            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k9"))
+            .await;
+        assert_eq!(second, CommandOutcome::InFlight);
+        assert!(matches!(
+            first.await.unwrap(),
+            CommandOutcome::Applied { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn no_answer_in_time_is_unknown() {
+        let (_dir, slow) = service(1_500).await;
+        let hurried =
+            ServiceClient::new(slow.base_url(), Duration::from_millis(300), None).unwrap();
+        let outcome = hurried
+            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k7"))
+            .await;
+        assert!(matches!(outcome, CommandOutcome::Unknown(_)), "{outcome:?}");
     }
 }

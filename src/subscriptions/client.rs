@@ -8,6 +8,7 @@ use reqwest::{header, StatusCode};
 use serde::Deserialize;
 
 use super::model::{Change, Subscription};
+use crate::consent::ConfirmedChange;
 
 /// Why the service's facts could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -125,15 +126,15 @@ impl ServiceClient {
         read_json(response).await.map(Some)
     }
 
-    /// Sends the command. Only [`crate::consent::ConfirmedChange::send`] calls this, so
-    /// no command is sent that the guard did not approve.
-    pub(crate) async fn send_change(
-        &self,
-        subscription: &str,
-        change_type: &str,
-        revision: i64,
-        request_key: &str,
-    ) -> CommandOutcome {
+    /// Sends the command for a change the guard confirmed: there is no other way to send
+    /// one, since only the guard makes a [`ConfirmedChange`].
+    pub async fn send_change(&self, change: &ConfirmedChange) -> CommandOutcome {
+        let (subscription, change_type, revision, request_key) = (
+            change.subscription(),
+            change.change_type(),
+            change.revision(),
+            change.request_key(),
+        );
         let path = format!("/v1/subscriptions/{}/changes", segment(subscription));
         let sent = self
             .request(reqwest::Method::POST, &path)
