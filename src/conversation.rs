@@ -89,8 +89,8 @@ pub struct MalformedEvent {
 /// Who set a change-memory slot last.
 #[derive(Clone, Copy, PartialEq)]
 enum Setter {
-    /// The n-th run of the select action.
-    Select(usize),
+    /// The latest run of the select action.
+    Select,
     Other,
 }
 
@@ -98,19 +98,29 @@ enum Setter {
 ///
 /// `confirm_response` names the confirmation response (`utter_confirm_subscription_change`)
 /// and `select_action` the action whose slot events count as change memory.
+///
+/// It reads from the end and stops once it has found both the latest question and the
+/// latest run of the select action, so in a long conversation only the last few events
+/// are parsed (and only the fields it needs).
 pub fn read(
     events: &[&RawEvent],
     confirm_response: &str,
     select_action: &str,
 ) -> Result<Conversation, MalformedEvent> {
     let mut conversation = Conversation::default();
-    let mut current_action: Option<String> = None;
-    let mut select_runs = 0usize;
+    // The latest customer message seen so far (from the end): the answer, if it turns out
+    // to follow the question.
+    let mut latest_message: Option<(usize, Answer)> = None;
+    let mut select_found = false;
+    // The latest setter of each change-memory field, and the slot events not yet assigned
+    // to the action (or user message) they follow.
     let mut memory: HashMap<&'static str, (Value, Setter)> = HashMap::new();
-    for (position, event) in events.iter().enumerate() {
-        // Only the fields read here are parsed (borrowed where the JSON allows), not the
-        // whole typed event: this loop runs over the whole session on every apply.
-        let lite = |_: ()| -> Result<Lite, MalformedEvent> {
+    let mut unassigned: Vec<(&'static str, Value)> = Vec::new();
+    for (position, event) in events.iter().enumerate().rev() {
+        if conversation.question.is_some() && select_found {
+            break;
+        }
+        let lite = || -> Result<Lite, MalformedEvent> {
             serde_json::from_str(event.raw().get()).map_err(|source| MalformedEvent {
                 position,
                 kind: event.name().to_owned(),
@@ -119,58 +129,61 @@ pub fn read(
         };
         match event.kind() {
             EventKind::User => {
-                current_action = None;
-                let user = lite(())?;
-                let text = user.text.unwrap_or_default();
-                if text.starts_with('/') {
-                    continue;
-                }
-                if conversation.question.is_some() {
-                    conversation.answer = Some(Answer {
-                        text: text.into_owned(),
-                        timestamp: event.timestamp(),
-                        message_id: user.message_id.map(Cow::into_owned),
-                    });
+                // Slot events right after a user message were set from it, not by select.
+                assign(&mut memory, &mut unassigned, Setter::Other);
+                if conversation.question.is_none() && latest_message.is_none() {
+                    let user = lite()?;
+                    let text = user.text.unwrap_or_default();
+                    if !text.starts_with('/') {
+                        let answer = Answer {
+                            text: text.into_owned(),
+                            timestamp: event.timestamp(),
+                            message_id: user.message_id.map(Cow::into_owned),
+                        };
+                        latest_message = Some((position, answer));
+                    }
                 }
             }
-            EventKind::Bot => {
-                let bot = lite(())?;
+            EventKind::Bot if conversation.question.is_none() => {
+                let bot = lite()?;
                 if bot.metadata.and_then(|m| m.utter_action).as_deref() == Some(confirm_response) {
                     conversation.question = Some(Question {
                         text: bot.text.unwrap_or_default().into_owned(),
                         timestamp: event.timestamp(),
                         position,
                     });
-                    conversation.answer = None;
                 }
             }
-            EventKind::Action => {
-                let action = lite(())?;
+            EventKind::Action if !select_found => {
+                let action = lite()?;
                 if action.name.as_deref() == Some(select_action) {
-                    select_runs += 1;
+                    assign(&mut memory, &mut unassigned, Setter::Select);
+                    select_found = true;
+                } else {
+                    assign(&mut memory, &mut unassigned, Setter::Other);
                 }
-                current_action = action.name.map(Cow::into_owned);
             }
-            EventKind::Slot => {
-                let slot = lite(())?;
+            EventKind::Slot if !select_found => {
+                let slot = lite()?;
                 let name = slot.name.unwrap_or_default();
                 if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
-                    let setter = if current_action.as_deref() == Some(select_action) {
-                        Setter::Select(select_runs)
-                    } else {
-                        Setter::Other
-                    };
-                    memory.insert(field, (slot.value.unwrap_or(Value::Null), setter));
+                    unassigned.push((field, slot.value.unwrap_or(Value::Null)));
                 }
             }
             _ => {}
         }
     }
-    let latest = Setter::Select(select_runs);
-    if select_runs > 0
-        && CHANGE_MEMORY
-            .iter()
-            .all(|f| memory.get(f).is_some_and(|(_, setter)| *setter == latest))
+    if let (Some(question), Some((at, answer))) = (&conversation.question, latest_message) {
+        if at > question.position {
+            conversation.answer = Some(answer);
+        }
+    }
+    if select_found
+        && CHANGE_MEMORY.iter().all(|f| {
+            memory
+                .get(f)
+                .is_some_and(|(_, setter)| *setter == Setter::Select)
+        })
     {
         conversation.selected_memory = Some(
             memory
@@ -180,6 +193,18 @@ pub fn read(
         );
     }
     Ok(conversation)
+}
+
+/// Gives the slot events seen since the last boundary to their setter. Scanning from the
+/// end, the first value seen for a field is its latest, so an existing entry is kept.
+fn assign(
+    memory: &mut HashMap<&'static str, (Value, Setter)>,
+    unassigned: &mut Vec<(&'static str, Value)>,
+    setter: Setter,
+) {
+    for (field, value) in unassigned.drain(..) {
+        memory.entry(field).or_insert((value, setter));
+    }
 }
 
 /// The customer's own messages (not `/intent` commands), in order.

@@ -262,3 +262,108 @@ proptest! {
         prop_assert!(session.iter().skip(1).all(|e| e.name() != "session_started"), "a session view holds one session");
     }
 }
+
+/// The conversation reader's plain forward form: the reference the reverse scan must
+/// agree with.
+fn read_forward(
+    events: &[Value],
+) -> (
+    Option<(String, usize)>,
+    Option<String>,
+    Option<Vec<(String, Value)>>,
+) {
+    let mut question: Option<(String, usize)> = None;
+    let mut answer: Option<String> = None;
+    let mut current: Option<String> = None;
+    let mut runs = 0;
+    let mut setters: std::collections::HashMap<String, (Value, Option<usize>)> = Default::default();
+    for (i, e) in events.iter().enumerate() {
+        match e["event"].as_str().unwrap() {
+            "user" => {
+                current = None;
+                let text = e["text"].as_str().unwrap_or("");
+                if !text.starts_with('/') && question.is_some() {
+                    answer = Some(text.to_owned());
+                }
+            }
+            "bot" if e["metadata"]["utter_action"] == "utter_confirm_subscription_change" => {
+                question = Some((e["text"].as_str().unwrap().to_owned(), i));
+                answer = None;
+            }
+            "action" => {
+                let name = e["name"].as_str().unwrap().to_owned();
+                if name == "select_subscription_change" {
+                    runs += 1;
+                }
+                current = Some(name);
+            }
+            "slot" => {
+                let name = e["name"].as_str().unwrap();
+                if actiongate::conversation::CHANGE_MEMORY.contains(&name) {
+                    let by =
+                        (current.as_deref() == Some("select_subscription_change")).then_some(runs);
+                    setters.insert(name.to_owned(), (e["value"].clone(), by));
+                }
+            }
+            _ => {}
+        }
+    }
+    let memory = (runs > 0
+        && actiongate::conversation::CHANGE_MEMORY
+            .iter()
+            .all(|f| setters.get(*f).is_some_and(|(_, by)| *by == Some(runs))))
+    .then(|| {
+        let mut m: Vec<(String, Value)> = setters.into_iter().map(|(k, (v, _))| (k, v)).collect();
+        m.sort_by(|a, b| a.0.cmp(&b.0));
+        m
+    });
+    (question, answer, memory)
+}
+
+fn event_strategy() -> impl Strategy<Value = Value> {
+    let field = prop_oneof![
+        Just("change_tag"),
+        Just("change_effective"),
+        Just("change_label"),
+        Just("change_subscription"),
+        Just("change_entitlements"),
+        Just("other")
+    ];
+    prop_oneof![
+        prop_oneof![Just("yes"), Just("/affirm"), Just("no")]
+            .prop_map(|t| json!({"event": "user", "text": t})),
+        prop_oneof![
+            Just("utter_confirm_subscription_change"),
+            Just("utter_other")
+        ]
+        .prop_map(
+            |u| json!({"event": "bot", "text": format!("q {u}"), "metadata": {"utter_action": u}})
+        ),
+        prop_oneof![
+            Just("select_subscription_change"),
+            Just("action_listen"),
+            Just("action_other")
+        ]
+        .prop_map(|n| json!({"event": "action", "name": n})),
+        (field, 0u8..3)
+            .prop_map(|(f, v)| json!({"event": "slot", "name": f, "value": format!("v{v}")})),
+        Just(json!({"event": "user_featurization"})),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn the_reverse_reader_agrees_with_a_forward_read(events in proptest::collection::vec(event_strategy(), 0..40)) {
+        let stamped: Vec<Value> = events.iter().enumerate().map(|(i, e)| { let mut e = e.clone(); e["timestamp"] = json!(i as f64); e }).collect();
+        let tracker: Tracker = serde_json::from_value(json!({"sender_id": "p", "events": stamped})).unwrap();
+        let ours = actiongate::conversation::read(&tracker.session_events(), "utter_confirm_subscription_change", "select_subscription_change").unwrap();
+        let (question, answer, memory) = read_forward(&stamped);
+        prop_assert_eq!(ours.question.map(|q| (q.text, q.position)), question);
+        prop_assert_eq!(ours.answer.map(|a| a.text), answer);
+        let mut mine: Option<Vec<(String, Value)>> = ours.selected_memory.map(|m| m.into_iter().collect());
+        if let Some(m) = mine.as_mut() { m.sort_by(|a, b| a.0.cmp(&b.0)); }
+        prop_assert_eq!(mine, memory);
+    }
+}
