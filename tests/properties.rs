@@ -263,15 +263,16 @@ proptest! {
     }
 }
 
-/// The conversation reader's plain forward form: the reference the reverse scan must
-/// agree with.
-fn read_forward(
-    events: &[Value],
-) -> (
+/// The question (text, position), the answer's text, and the trusted memory, sorted.
+type Read = (
     Option<(String, usize)>,
     Option<String>,
     Option<Vec<(String, Value)>>,
-) {
+);
+
+/// The conversation reader's plain forward form: the reference the reverse scan must
+/// agree with.
+fn read_forward(events: &[Value]) -> Read {
     let mut question: Option<(String, usize)> = None;
     let mut answer: Option<String> = None;
     let mut current: Option<String> = None;
