@@ -103,7 +103,7 @@ enum Setter {
 /// latest run of the select action, so in a long conversation only the last few events
 /// are parsed (and only the fields it needs).
 pub fn read(
-    events: &[&RawEvent],
+    events: &[&RawEvent<'_>],
     confirm_response: &str,
     select_action: &str,
 ) -> Result<Conversation, MalformedEvent> {
@@ -208,7 +208,7 @@ fn assign(
 }
 
 /// The customer's own messages (not `/intent` commands), in order.
-pub fn customer_messages(events: &[&RawEvent]) -> Result<Vec<String>, MalformedEvent> {
+pub fn customer_messages(events: &[&RawEvent<'_>]) -> Result<Vec<String>, MalformedEvent> {
     let mut messages = Vec::new();
     for (position, event) in events.iter().enumerate() {
         if event.kind() != EventKind::User {

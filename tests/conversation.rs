@@ -5,9 +5,11 @@ use actiongate::conversation::{customer_messages, read};
 use actiongate::protocol::{RawEvent, Tracker};
 use serde_json::{json, Value};
 
-fn tracker(events: &[Value]) -> Tracker {
+/// A tracker over `events`. Trackers borrow the request body; a test's body lives for
+/// the whole test run.
+fn tracker(events: &[Value]) -> Tracker<'static> {
     let text = json!({"sender_id": "t", "events": events}).to_string();
-    serde_json::from_str(&text).unwrap()
+    serde_json::from_str(Box::leak(text.into_boxed_str())).unwrap()
 }
 
 fn names(events: &[&RawEvent]) -> Vec<String> {

@@ -724,14 +724,12 @@ fn the_real_rasa_requests_parse_and_serialise_back_without_loss() {
             original["tracker"]["slots"]["change_tag"].as_str()
         );
     }
-    let apply: WebhookRequest = serde_json::from_str(
-        &std::fs::read_to_string(format!(
-            "{}/tests/fixtures/rasa-3.6.21/apply_request.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/rasa-3.6.21/apply_request.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
     .unwrap();
+    let apply: WebhookRequest = serde_json::from_str(&text).unwrap();
     let tracker: &Tracker = apply.tracker.as_ref().unwrap();
     assert_eq!(tracker.latest_intent(), Some("affirm"));
     assert_eq!(tracker.latest_input_channel().as_deref(), Some("rest"));

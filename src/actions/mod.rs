@@ -17,7 +17,7 @@ pub mod select;
 /// What an action is given: a read-only view of the conversation and, for actions that
 /// read it, the domain.
 pub struct ActionCall<'a> {
-    pub tracker: &'a Tracker,
+    pub tracker: &'a Tracker<'a>,
     pub domain: Option<&'a Value>,
     /// Rasa's version, as it reported it.
     pub version: Option<&'a str>,
@@ -124,7 +124,7 @@ impl Subscriptions {
     async fn audit(
         &self,
         action: &str,
-        tracker: &Tracker,
+        tracker: &Tracker<'_>,
         outcome: &Outcome,
         terms: Option<&Terms>,
     ) -> Result<(), ActionError> {

@@ -55,7 +55,7 @@ pub struct ApplyInputs {
 
 impl ApplyInputs {
     pub fn from_tracker(
-        tracker: &Tracker,
+        tracker: &Tracker<'_>,
         config: &ConsentConfig,
     ) -> Result<Self, conversation::MalformedEvent> {
         let events = tracker.session_events();

@@ -32,7 +32,7 @@ impl Default for IdentityConfig {
 }
 
 /// The authenticated account of this conversation, if any.
-pub fn account(tracker: &Tracker, config: &IdentityConfig) -> Option<String> {
+pub fn account(tracker: &Tracker<'_>, config: &IdentityConfig) -> Option<String> {
     let value = tracker
         .get_slot("session_started_metadata")?
         .get(&config.account_key)?

@@ -1,6 +1,8 @@
 //! Tracker events: the raw form kept from the wire, the typed form of every kind Rasa 3.6,
 //! Rasa Pro and rasa-sdk emit, and the events an action returns.
 
+use std::borrow::Cow;
+
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -37,11 +39,12 @@ impl EventKind {
     }
 }
 
-/// One event as it arrived: its raw JSON, plus its kind and timestamp read once.
-#[derive(Debug)]
-pub struct RawEvent {
-    raw: Box<RawValue>,
-    name: Box<str>,
+/// One event as it arrived: its raw JSON, borrowed from the request body (never copied),
+/// plus its kind and timestamp read once.
+#[derive(Debug, Clone)]
+pub struct RawEvent<'a> {
+    raw: &'a RawValue,
+    name: Cow<'a, str>,
     kind: EventKind,
     timestamp: Option<f64>,
 }
@@ -50,15 +53,15 @@ pub struct RawEvent {
 #[derive(Deserialize)]
 struct Head<'a> {
     #[serde(borrow)]
-    event: Option<std::borrow::Cow<'a, str>>,
+    event: Option<Cow<'a, str>>,
     #[serde(default)]
     timestamp: Option<f64>,
 }
 
-impl RawEvent {
+impl<'a> RawEvent<'a> {
     /// Reads the kind and timestamp of one raw event. An event without `event` is an error:
     /// Rasa never sends one, and nothing could be decided about it.
-    pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+    pub fn from_raw(raw: &'a RawValue) -> Result<Self, serde_json::Error> {
         // Rasa writes `event` first and `timestamp` second; reading them off the front
         // spares a second pass over the event. Anything else takes the full path.
         let (name, timestamp) = match fast_head(raw.get()) {
@@ -75,15 +78,15 @@ impl RawEvent {
         };
         Ok(Self {
             kind: EventKind::from_name(&name),
-            name: name.into(),
+            name,
             timestamp,
             raw,
         })
     }
 
     /// The raw JSON text, exactly as received.
-    pub fn raw(&self) -> &RawValue {
-        &self.raw
+    pub fn raw(&self) -> &'a RawValue {
+        self.raw
     }
 
     /// The `event` field, e.g. `"user"` or `"flow_started"`.
@@ -141,14 +144,14 @@ fn fast_head(json: &str) -> Option<(&str, Option<f64>)> {
     Some((name, Some(timestamp)))
 }
 
-impl<'de> Deserialize<'de> for RawEvent {
+impl<'de: 'a, 'a> Deserialize<'de> for RawEvent<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        let raw = <&'de RawValue>::deserialize(deserializer)?;
         RawEvent::from_raw(raw).map_err(de::Error::custom)
     }
 }
 
-impl Serialize for RawEvent {
+impl Serialize for RawEvent<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.raw.serialize(serializer)
     }

@@ -9,16 +9,16 @@ use super::Tracker;
 /// What Rasa sends to run one action. Unknown top-level keys are ignored, as rasa-sdk
 /// does; a wrong type in a known key is an error.
 #[derive(Debug, Deserialize)]
-pub struct WebhookRequest {
+pub struct WebhookRequest<'a> {
     #[serde(default)]
     pub next_action: Option<String>,
     #[serde(default)]
     pub sender_id: Option<String>,
-    #[serde(default)]
-    pub tracker: Option<Tracker>,
+    #[serde(default, borrow)]
+    pub tracker: Option<Tracker<'a>>,
     /// Kept raw: only actions that read the domain pay for parsing it.
-    #[serde(default)]
-    pub domain: Option<Box<RawValue>>,
+    #[serde(default, borrow)]
+    pub domain: Option<&'a RawValue>,
     #[serde(default)]
     pub domain_digest: Option<String>,
     #[serde(default)]

@@ -76,35 +76,36 @@ pub struct ActiveLoop {
     pub trigger_message: Option<Value>,
 }
 
-/// The conversation state Rasa sends with every call.
+/// The conversation state Rasa sends with every call, borrowing its raw parts from the
+/// request body.
 #[derive(Debug)]
-pub struct Tracker {
+pub struct Tracker<'a> {
     pub sender_id: String,
     pub slots: Slots,
     /// Parse data of the latest user message (`{}` when absent or null).
     pub latest_message: Value,
-    pub events: Vec<RawEvent>,
+    pub events: Vec<RawEvent<'a>>,
     pub followup_action: Option<String>,
     pub paused: bool,
     pub active_loop: ActiveLoop,
     pub latest_action_name: Option<String>,
     /// Every key as received, in order; `None` marks where `events` was.
-    fields: Vec<(String, Option<Box<RawValue>>)>,
+    fields: Vec<(String, Option<&'a RawValue>)>,
 }
 
 fn parse_field<T: de::DeserializeOwned, E: de::Error>(key: &str, raw: &RawValue) -> Result<T, E> {
     serde_json::from_str(raw.get()).map_err(|e| E::custom(format!("tracker.{key}: {e}")))
 }
 
-impl<'de> Deserialize<'de> for Tracker {
+impl<'de: 'a, 'a> Deserialize<'de> for Tracker<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct TrackerVisitor;
-        impl<'de> Visitor<'de> for TrackerVisitor {
-            type Value = Tracker;
+        struct TrackerVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for TrackerVisitor<'a> {
+            type Value = Tracker<'a>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a tracker object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tracker, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tracker<'a>, A::Error> {
                 let mut sender_id = None;
                 let mut slots = Slots::default();
                 let mut latest_message = Value::Object(Default::default());
@@ -114,7 +115,7 @@ impl<'de> Deserialize<'de> for Tracker {
                 let mut active_loop = ActiveLoop::default();
                 let mut active_form = None;
                 let mut latest_action_name = None;
-                let mut fields: Vec<(String, Option<Box<RawValue>>)> = Vec::new();
+                let mut fields: Vec<(String, Option<&'a RawValue>)> = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
                     if fields.iter().any(|(k, _)| *k == key) {
                         return Err(de::Error::custom(format!("duplicate key tracker.{key}")));
@@ -127,12 +128,12 @@ impl<'de> Deserialize<'de> for Tracker {
                         fields.push((key, None));
                         continue;
                     }
-                    let raw: Box<RawValue> = map.next_value()?;
+                    let raw: &'de RawValue = map.next_value()?;
                     match key.as_str() {
-                        "sender_id" => sender_id = parse_field::<Option<String>, _>(&key, &raw)?,
-                        "slots" => slots = parse_field(&key, &raw)?,
+                        "sender_id" => sender_id = parse_field::<Option<String>, _>(&key, raw)?,
+                        "slots" => slots = parse_field(&key, raw)?,
                         "latest_message" => {
-                            let v: Value = parse_field(&key, &raw)?;
+                            let v: Value = parse_field(&key, raw)?;
                             if !(v.is_object() || v.is_null()) {
                                 return Err(de::Error::custom(
                                     "tracker.latest_message: expected an object",
@@ -142,23 +143,23 @@ impl<'de> Deserialize<'de> for Tracker {
                                 latest_message = v;
                             }
                         }
-                        "followup_action" => followup_action = parse_field(&key, &raw)?,
+                        "followup_action" => followup_action = parse_field(&key, raw)?,
                         "paused" => {
-                            paused = parse_field::<Option<bool>, _>(&key, &raw)?.unwrap_or(false)
+                            paused = parse_field::<Option<bool>, _>(&key, raw)?.unwrap_or(false)
                         }
                         "active_loop" => {
-                            active_loop = parse_field::<Option<ActiveLoop>, _>(&key, &raw)?
-                                .unwrap_or_default()
+                            active_loop =
+                                parse_field::<Option<ActiveLoop>, _>(&key, raw)?.unwrap_or_default()
                         }
                         "active_form" => {
-                            active_form = parse_field::<Option<ActiveLoop>, _>(&key, &raw)?
+                            active_form = parse_field::<Option<ActiveLoop>, _>(&key, raw)?
                         }
-                        "latest_action_name" => latest_action_name = parse_field(&key, &raw)?,
+                        "latest_action_name" => latest_action_name = parse_field(&key, raw)?,
                         "latest_event_time" => {
-                            parse_field::<Option<f64>, _>(&key, &raw)?;
+                            parse_field::<Option<f64>, _>(&key, raw)?;
                         }
                         "latest_input_channel" => {
-                            parse_field::<Option<String>, _>(&key, &raw)?;
+                            parse_field::<Option<String>, _>(&key, raw)?;
                         }
                         _ => {}
                     }
@@ -184,17 +185,17 @@ impl<'de> Deserialize<'de> for Tracker {
                 })
             }
         }
-        deserializer.deserialize_map(TrackerVisitor)
+        deserializer.deserialize_map(TrackerVisitor(std::marker::PhantomData))
     }
 }
 
-impl Serialize for Tracker {
+impl Serialize for Tracker<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = serializer.serialize_map(Some(self.fields.len()))?;
         for (key, raw) in &self.fields {
             match raw {
-                Some(raw) => map.serialize_entry(key, raw)?,
+                Some(raw) => map.serialize_entry(key, *raw)?,
                 None => map.serialize_entry(key, &self.events)?,
             }
         }
@@ -202,25 +203,7 @@ impl Serialize for Tracker {
     }
 }
 
-impl Tracker {
-    /// A tracker built in code (tests, tools): only the fields given.
-    pub fn new(sender_id: &str, slots: Slots, events: Vec<RawEvent>) -> Self {
-        Self {
-            sender_id: sender_id.to_owned(),
-            slots,
-            latest_message: Value::Object(Default::default()),
-            events,
-            followup_action: None,
-            paused: false,
-            active_loop: ActiveLoop::default(),
-            latest_action_name: None,
-            fields: vec![(
-                "sender_id".into(),
-                RawValue::from_string(Value::from(sender_id).to_string()).ok(),
-            )],
-        }
-    }
-
+impl<'a> Tracker<'a> {
     /// `get_slot(name)`: the slot's value, `None` when unset or null.
     pub fn get_slot(&self, name: &str) -> Option<&Value> {
         self.slots.get(name)
@@ -231,18 +214,18 @@ impl Tracker {
     /// `action`, `rewind` removes back to the previous `user` and then the previous
     /// `action`. Linear in the number of events: every event is pushed and popped at most
     /// once.
-    pub fn applied_events(&self) -> Vec<&RawEvent> {
+    pub fn applied_events(&self) -> Vec<&RawEvent<'a>> {
         applied(&self.events, false)
     }
 
     /// The applied events of the current session: like [`Self::applied_events`], and a
     /// `session_started` also drops everything before it.
-    pub fn session_events(&self) -> Vec<&RawEvent> {
+    pub fn session_events(&self) -> Vec<&RawEvent<'a>> {
         applied(&self.events, true)
     }
 
     /// Events after the latest `restart`, as rasa-sdk's `events_after_latest_restart()`.
-    pub fn events_after_latest_restart(&self) -> &[RawEvent] {
+    pub fn events_after_latest_restart(&self) -> &[RawEvent<'a>] {
         let start = self
             .events
             .iter()
@@ -273,12 +256,12 @@ impl Tracker {
     }
 
     /// `get_latest_entity_values(entity_type, role, group)`.
-    pub fn latest_entity_values<'a>(
-        &'a self,
-        entity_type: &'a str,
-        role: Option<&'a str>,
-        group: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a Value> + 'a {
+    pub fn latest_entity_values<'s>(
+        &'s self,
+        entity_type: &'s str,
+        role: Option<&'s str>,
+        group: Option<&'s str>,
+    ) -> impl Iterator<Item = &'s Value> + 's {
         self.latest_message
             .get("entities")
             .and_then(Value::as_array)
@@ -333,15 +316,15 @@ impl Tracker {
     }
 }
 
-fn applied(events: &[RawEvent], session: bool) -> Vec<&RawEvent> {
-    fn undo_till(done: &mut Vec<&RawEvent>, kind: EventKind) {
+fn applied<'e, 'a>(events: &'e [RawEvent<'a>], session: bool) -> Vec<&'e RawEvent<'a>> {
+    fn undo_till(done: &mut Vec<&RawEvent<'_>>, kind: EventKind) {
         while let Some(event) = done.pop() {
             if event.kind() == kind {
                 break;
             }
         }
     }
-    let mut done: Vec<&RawEvent> = Vec::with_capacity(events.len());
+    let mut done: Vec<&RawEvent<'a>> = Vec::with_capacity(events.len());
     for event in events {
         match event.kind() {
             EventKind::Restart => done.clear(),

@@ -76,7 +76,10 @@ const DOMAIN_CACHE_SIZE: usize = 32;
 
 impl DomainCache {
     /// The domain the action gets, or `None` when it must be asked for (449).
-    fn resolve(&self, request: &WebhookRequest) -> Result<Option<Arc<Value>>, serde_json::Error> {
+    fn resolve(
+        &self,
+        request: &WebhookRequest<'_>,
+    ) -> Result<Option<Arc<Value>>, serde_json::Error> {
         let given: Option<Value> = match &request.domain {
             Some(raw) => Some(serde_json::from_str(raw.get())?),
             None => None,
