@@ -32,10 +32,42 @@ struct Lite<'a> {
     value: Option<Value>,
 }
 
-#[derive(Deserialize)]
+/// The `utter_action` of a bot event's metadata. Read as a map only: a derived struct
+/// would also read an array, by position.
 struct LiteMetadata<'a> {
-    #[serde(borrow, default)]
     utter_action: Option<Cow<'a, str>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LiteMetadata<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Fields<'a> {
+            type Value = LiteMetadata<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of metadata")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut utter_action = None;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "utter_action" {
+                        if utter_action.is_some() {
+                            return Err(serde::de::Error::duplicate_field("utter_action"));
+                        }
+                        utter_action = Some(map.next_value::<Option<Cow<'de, str>>>()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(LiteMetadata {
+                    utter_action: utter_action.flatten(),
+                })
+            }
+        }
+        deserializer.deserialize_map(Fields(std::marker::PhantomData))
+    }
 }
 
 /// The change-memory slots, written only by `select_subscription_change`.

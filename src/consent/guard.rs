@@ -152,9 +152,12 @@ pub fn check_conversation(
     {
         return Err(Outcome::blocked(Reason::QuestionIncomplete));
     }
-    // 8. The answer came within the window (unknown times fail closed).
+    // 8. The answer came after the question and within the window (unknown times fail
+    // closed).
     let fresh = match (question.timestamp, answer.timestamp) {
-        (Some(asked), Some(answered)) => answered - asked <= config.window.as_secs_f64(),
+        (Some(asked), Some(answered)) => {
+            answered >= asked && answered - asked <= config.window.as_secs_f64()
+        }
         _ => false,
     };
     if !fresh {

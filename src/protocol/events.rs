@@ -62,6 +62,10 @@ impl<'a> RawEvent<'a> {
     /// Reads the kind and timestamp of one raw event. An event without `event` is an error:
     /// Rasa never sends one, and nothing could be decided about it.
     pub fn from_raw(raw: &'a RawValue) -> Result<Self, serde_json::Error> {
+        // Serde's derived structs also read arrays, by position: an event must be an object.
+        if !raw.get().trim_start().starts_with('{') {
+            return Err(de::Error::custom("an event must be a JSON object"));
+        }
         // Rasa writes `event` first and `timestamp` second; reading them off the front
         // spares a second pass over the event. Anything else takes the full path.
         let (name, timestamp) = match fast_head(raw.get()) {

@@ -94,7 +94,7 @@ fn inflate(decoder: impl Read, max: usize) -> Result<Bytes, ApiError> {
     let mut out = Vec::new();
     // One byte past the limit tells "exactly at the limit" from "over it".
     decoder
-        .take(max as u64 + 1)
+        .take((max as u64).saturating_add(1))
         .read_to_end(&mut out)
         .map_err(|e| ApiError::bad_request(format!("the compressed body is invalid: {e}"), None))?;
     if out.len() > max {

@@ -1,0 +1,412 @@
+//! `conversation::read` over the session of a tracker built from fuzz input: it never
+//! panics, and what it reports points at events that are really there.
+//!
+//! Byte 0 picks the form: even, the rest of the input is the tracker's `events` array as
+//! is; odd, the rest drives a generator of user/bot/action/slot/restart/rewind/undo/
+//! session_started events (and a few others) with texts, names, values and timestamps
+//! drawn mostly from the ones the reader looks for.
+#![no_main]
+
+use std::collections::HashMap;
+
+use actiongate::conversation::{self, Answer, Conversation, Question, CHANGE_MEMORY};
+use actiongate::protocol::{Event, EventKind, RawEvent, Tracker};
+use arbitrary::{Result, Unstructured};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+const CONFIRM: &str = "utter_confirm_subscription_change";
+const SELECT: &str = "select_subscription_change";
+
+const KINDS: &[&str] = &[
+    "user",
+    "bot",
+    "action",
+    "slot",
+    "restart",
+    "rewind",
+    "undo",
+    "session_started",
+    "user",
+    "bot",
+    "action",
+    "slot",
+    "active_loop",
+    "flow_started",
+    "action_execution_rejected",
+];
+const TEXTS: &[&str] = &[
+    "yes",
+    "/affirm",
+    "/restart",
+    "",
+    "Stop the renewal of WS-SUB-3304 stop_renewal r4 from 2027-01-01 00:00 UTC? Boxes ship.",
+    "no",
+];
+const NAMES: &[&str] = &[
+    SELECT,
+    SELECT,
+    "action_listen",
+    "apply_subscription_change",
+    CONFIRM,
+    "change_subscription",
+    "change_label",
+    "change_effective",
+    "change_entitlements",
+    "change_tag",
+    "subscription",
+];
+const UTTER: &[&str] = &[CONFIRM, CONFIRM, "utter_greet", ""];
+
+fn pick<'a>(u: &mut Unstructured<'a>, pool: &[&'a str]) -> Result<String> {
+    // Mostly from the pool; sometimes anything.
+    if u.ratio(1, 8)? {
+        Ok(u.arbitrary::<String>()?)
+    } else {
+        Ok((*u.choose(pool)?).to_owned())
+    }
+}
+
+fn string(s: &str) -> String {
+    Value::from(s).to_string()
+}
+
+/// A JSON number as Rasa (or an attacker) might write it.
+fn number(u: &mut Unstructured) -> Result<String> {
+    Ok(match u.int_in_range(0..=7u8)? {
+        0 => "1700000000.5".into(),
+        1 => "1700000600.5".into(),
+        2 => "0".into(),
+        3 => "-1e308".into(),
+        4 => "1e400".into(),
+        5 => "1700000000".into(),
+        _ => {
+            let f: f64 = u.arbitrary()?;
+            if f.is_finite() {
+                format!("{f:?}")
+            } else {
+                "null".into()
+            }
+        }
+    })
+}
+
+fn value(u: &mut Unstructured, depth: u8) -> Result<String> {
+    Ok(match u.int_in_range(0..=6u8)? {
+        0 | 1 => string(&pick(
+            u,
+            &["WS-SUB-3304 stop_renewal r4", "WS-SUB-3304", "x"],
+        )?),
+        2 => "null".into(),
+        3 => number(u)?,
+        4 => "true".into(),
+        5 if depth < 3 => format!("[{}]", value(u, depth + 1)?),
+        _ if depth < 3 => format!("{{\"k\":{}}}", value(u, depth + 1)?),
+        _ => "{}".into(),
+    })
+}
+
+/// One event as JSON text, and whether it is one the tracker must accept.
+fn event(u: &mut Unstructured) -> Result<(String, bool)> {
+    let kind = pick(u, KINDS)?;
+    let mut fields: Vec<(String, String)> = Vec::new();
+    let mut valid = true;
+    let escaped = u.ratio(1, 16)?;
+    fields.push((
+        "event".into(),
+        if escaped && !kind.is_empty() {
+            // The same name with its first character escaped: the slow path.
+            let mut chars = kind.chars();
+            let first = chars.next().unwrap() as u32;
+            if first <= 0xffff {
+                // `string` gives `"rest"`: its opening quote is replaced.
+                format!("\"\\u{first:04x}{}", &string(chars.as_str())[1..])
+            } else {
+                string(&kind)
+            }
+        } else {
+            string(&kind)
+        },
+    ));
+    valid &= !kind.is_empty();
+    match u.int_in_range(0..=7u8)? {
+        0 => {}
+        1 => fields.push(("timestamp".into(), "null".into())),
+        2 => {
+            fields.push(("timestamp".into(), "\"soon\"".into()));
+            valid = false;
+        }
+        _ => {
+            let n = number(u)?;
+            valid &= n != "1e400";
+            fields.push(("timestamp".into(), n));
+        }
+    }
+    match kind.as_str() {
+        "user" => {
+            fields.push(("text".into(), string(&pick(u, TEXTS)?)));
+            if u.arbitrary()? {
+                fields.push(("message_id".into(), string(&pick(u, &["m1", "m2"])?)));
+            }
+            if u.arbitrary()? {
+                fields.push((
+                    "input_channel".into(),
+                    string(&pick(u, &["rest", "socketio"])?),
+                ));
+            }
+        }
+        "bot" => {
+            fields.push(("text".into(), string(&pick(u, TEXTS)?)));
+            match u.int_in_range(0..=5u8)? {
+                0 => {}
+                1 => fields.push(("metadata".into(), "null".into())),
+                2 => fields.push(("metadata".into(), "[1]".into())),
+                3 => fields.push(("metadata".into(), format!("[{}]", string(CONFIRM)))),
+                _ => fields.push((
+                    "metadata".into(),
+                    format!("{{\"utter_action\":{}}}", string(&pick(u, UTTER)?)),
+                )),
+            }
+        }
+        "slot" => {
+            fields.push(("name".into(), string(&pick(u, NAMES)?)));
+            fields.push(("value".into(), value(u, 0)?));
+        }
+        _ => {
+            if u.arbitrary()? {
+                fields.push(("name".into(), string(&pick(u, NAMES)?)));
+            }
+        }
+    }
+    // Now and then: a field of the wrong type, a duplicate key, or another key order.
+    match u.int_in_range(0..=15u8)? {
+        0 => {
+            let key = pick(u, &["text", "name", "message_id", "metadata", "value"])?;
+            // A second `event` or `timestamp` is refused, rightly.
+            valid &= key != "event" && key != "timestamp";
+            fields.push((key, "17".into()));
+        }
+        1 => {
+            let i = u.choose_index(fields.len())?;
+            let dup = fields[i].clone();
+            fields.push(dup);
+            // Refused or not depending on the path that reads it.
+            valid = false;
+        }
+        2 => fields.rotate_left(1),
+        3 => fields.reverse(),
+        _ => {}
+    }
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("{}:{v}", string(k)))
+        .collect();
+    Ok((format!("{{{}}}", body.join(",")), valid))
+}
+
+fn generated(data: &[u8]) -> Result<(Vec<u8>, bool)> {
+    let mut u = Unstructured::new(data);
+    let mut events = Vec::new();
+    let mut valid = true;
+    u.arbitrary_loop(None, Some(64), |u| {
+        let (e, ok) = event(u)?;
+        events.push(e);
+        valid &= ok;
+        Ok(std::ops::ControlFlow::Continue(()))
+    })?;
+    Ok((format!("[{}]", events.join(",")).into_bytes(), valid))
+}
+
+/// The reader's meaning, written out plainly (forwards, over `serde_json::Value`): the
+/// latest confirmation question, the latest customer message after it, and the change
+/// memory when every field was last set by the latest run of the select action. `None`
+/// when an event it reads has a field of the wrong type (the reader refuses those).
+fn reference(session: &[&RawEvent]) -> Option<Conversation> {
+    fn text<'a>(event: &'a Value, key: &str) -> Option<Option<&'a str>> {
+        match event.get(key) {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::String(s)) => Some(Some(s)),
+            Some(_) => None,
+        }
+    }
+    let mut conversation = Conversation::default();
+    let mut current_action: Option<String> = None;
+    let mut runs = 0usize;
+    // Field -> (value, the select run that set it, or None for anything else).
+    let mut memory: HashMap<&str, (Value, Option<usize>)> = HashMap::new();
+    for (position, event) in session.iter().enumerate() {
+        let kind = event.kind();
+        if !matches!(
+            kind,
+            EventKind::User | EventKind::Bot | EventKind::Action | EventKind::Slot
+        ) {
+            continue;
+        }
+        let json: Value = serde_json::from_str(event.raw().get()).ok()?;
+        if !json.is_object() {
+            return None;
+        }
+        match kind {
+            EventKind::User => {
+                current_action = None;
+                let said = text(&json, "text")?.unwrap_or("");
+                let message_id = text(&json, "message_id")?;
+                if said.starts_with('/') {
+                    continue;
+                }
+                if conversation.question.is_some() {
+                    conversation.answer = Some(Answer {
+                        text: said.to_owned(),
+                        timestamp: event.timestamp(),
+                        message_id: message_id.map(str::to_owned),
+                    });
+                }
+            }
+            EventKind::Bot => {
+                let said = text(&json, "text")?.unwrap_or("");
+                let utter = match json.get("metadata") {
+                    None | Some(Value::Null) => None,
+                    Some(m @ Value::Object(_)) => text(m, "utter_action")?,
+                    Some(_) => return None,
+                };
+                if utter == Some(CONFIRM) {
+                    conversation.question = Some(Question {
+                        text: said.to_owned(),
+                        timestamp: event.timestamp(),
+                        position,
+                    });
+                    conversation.answer = None;
+                }
+            }
+            EventKind::Action => {
+                let name = text(&json, "name")?;
+                if name == Some(SELECT) {
+                    runs += 1;
+                }
+                current_action = name.map(str::to_owned);
+            }
+            _ => {
+                let name = text(&json, "name")?.unwrap_or("");
+                if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
+                    let setter = (current_action.as_deref() == Some(SELECT)).then_some(runs);
+                    let value = json.get("value").cloned().unwrap_or(Value::Null);
+                    memory.insert(field, (value, setter));
+                }
+            }
+        }
+    }
+    if runs > 0
+        && CHANGE_MEMORY.iter().all(|f| {
+            memory
+                .get(f)
+                .is_some_and(|(_, setter)| *setter == Some(runs))
+        })
+    {
+        conversation.selected_memory = Some(
+            memory
+                .into_iter()
+                .map(|(k, (v, _))| (k.to_owned(), v))
+                .collect(),
+        );
+    }
+    Some(conversation)
+}
+
+/// Bytes shown as text only when a message needs them.
+#[derive(Clone, Copy)]
+struct Shown<'a>(&'a [u8]);
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.0))
+    }
+}
+
+/// `events` is the tracker's events array as JSON text, shown when a check fails (it is
+/// what tests/fuzz_regressions/conversation_read/ keeps).
+fn check(tracker: &Tracker, events: Shown) {
+    let session = tracker.session_events();
+    let Ok(conversation) = conversation::read(&session, CONFIRM, SELECT) else {
+        return;
+    };
+    if let Some(expected) = reference(&session) {
+        assert_eq!(
+            conversation, expected,
+            "the reader and its reference differ\n{events}"
+        );
+    }
+    if let Some(question) = &conversation.question {
+        let event = session
+            .get(question.position)
+            .unwrap_or_else(|| panic!("the question's position is outside the session\n{events}"));
+        assert_eq!(event.kind(), EventKind::Bot, "not a bot event\n{events}");
+        assert_eq!(question.timestamp, event.timestamp(), "{events}");
+        match event.typed() {
+            Ok(Event::Bot(bot))
+                if skip_known_bugs() && !bot.metadata.as_ref().is_some_and(Value::is_object) => {}
+            Ok(Event::Bot(bot)) => {
+                assert_eq!(bot.utter_action(), Some(CONFIRM), "{events}");
+                assert_eq!(bot.text.as_deref().unwrap_or(""), question.text, "{events}");
+            }
+            other => panic!("the question's event reads as {other:?}\n{events}"),
+        }
+    } else {
+        assert!(
+            conversation.answer.is_none(),
+            "an answer without a question\n{events}"
+        );
+    }
+    if let Some(answer) = &conversation.answer {
+        assert!(
+            !answer.text.starts_with('/'),
+            "a command counted as an answer\n{events}"
+        );
+    }
+    if let Some(memory) = &conversation.selected_memory {
+        assert_eq!(memory.len(), CHANGE_MEMORY.len(), "{events}");
+        assert!(
+            CHANGE_MEMORY.iter().all(|f| memory.contains_key(*f)),
+            "{events}"
+        );
+        assert!(
+            session.iter().any(|e| e.kind() == EventKind::Action),
+            "memory trusted without the select action in the session\n{events}"
+        );
+    }
+}
+
+/// `FUZZ_SKIP_KNOWN=1` steps around the one known, reported bug so the rest can be
+/// explored: `read` takes a bot event whose `metadata` is the array
+/// `["utter_confirm_subscription_change"]` for the confirmation question (its metadata
+/// struct reads a JSON array positionally), while the typed event has no `utter_action`.
+/// Unset it once that is fixed.
+fn skip_known_bugs() -> bool {
+    static SKIP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SKIP.get_or_init(|| std::env::var_os("FUZZ_SKIP_KNOWN").is_some_and(|v| v == "1"))
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&form, rest)) = data.split_first() else {
+        return;
+    };
+    let (events, must_parse) = if form & 1 == 0 {
+        (rest.to_vec(), false)
+    } else {
+        match generated(rest) {
+            Ok(made) => made,
+            Err(_) => return,
+        }
+    };
+    let mut json = b"{\"sender_id\":\"fuzz\",\"events\":".to_vec();
+    json.extend_from_slice(&events);
+    json.push(b'}');
+    let tracker: Tracker = match serde_json::from_slice(&json) {
+        Ok(t) => t,
+        Err(e) if must_parse => panic!(
+            "a well-formed tracker was refused: {e}\n{}",
+            String::from_utf8_lossy(&json)
+        ),
+        Err(_) => return,
+    };
+    check(&tracker, Shown(&events));
+});
