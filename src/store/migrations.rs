@@ -20,7 +20,7 @@ CREATE TABLE operations (
 CREATE INDEX operations_state ON operations (state, updated_at);
 CREATE TABLE rate_buckets (account TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, updated_at BIGINT NOT NULL);
 CREATE TABLE audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, at BIGINT NOT NULL, action TEXT NOT NULL,
+    id INTEGER PRIMARY KEY, at BIGINT NOT NULL, action TEXT NOT NULL,
     sender_id TEXT NOT NULL, account TEXT, target TEXT, question_terms TEXT, service_terms TEXT,
     status TEXT NOT NULL, reason TEXT, request_key TEXT);
 CREATE INDEX audit_sender ON audit (sender_id, at);

@@ -1,0 +1,102 @@
+//! The actiongate side of bench/run.sh: the library's server with one action,
+//! `count_events`, which answers `SlotSet("event_count", len(tracker.events))` — the same
+//! action bench/rasa_sdk_actions serves with rasa-sdk.
+//!
+//! Usage:
+//!   bench_server [PORT] [WORKERS]   serve on 127.0.0.1 (PORT 0 picks a free port, printed on
+//!                                   stdout as `listening on 127.0.0.1:PORT`; WORKERS 0 or
+//!                                   absent: the server's default, one per core)
+//!   bench_server --parse BODY [N]   time parsing BODY as a webhook request N times (default:
+//!                                   ~2 s worth) on one thread; prints `parse_us <median CPU us>`
+//!
+//! No tracing subscriber is installed, so nothing is logged per request (rasa-sdk logs
+//! nothing per request either).
+
+use std::net::TcpListener;
+use std::time::Instant;
+
+use actiongate::actions::{Action, ActionCall, ActionError, Dispatcher, Registry};
+use actiongate::protocol::{OutEvent, WebhookRequest};
+use actiongate::server::{serve, ServerSettings};
+use futures_util::future::BoxFuture;
+
+struct CountEvents;
+
+impl Action for CountEvents {
+    fn name(&self) -> &'static str {
+        "count_events"
+    }
+
+    fn run<'a>(
+        &'a self,
+        call: ActionCall<'a>,
+        _dispatcher: &'a mut Dispatcher,
+    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
+        let count = call.tracker.events.len();
+        Box::pin(async move { Ok(vec![OutEvent::slot("event_count", count)]) })
+    }
+}
+
+/// CPU time this thread has used, in nanoseconds (first field of /proc/thread-self/schedstat),
+/// so the timing holds up when other work shares the cores; wall time where that is missing.
+fn thread_cpu_ns(wall: Instant) -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| wall.elapsed().as_nanos() as u64)
+}
+
+/// Median CPU time of one `serde_json::from_slice::<WebhookRequest>` (and dropping the
+/// result), in microseconds, over batches of ~50 ms.
+fn time_parse(path: &str, n: Option<usize>) -> f64 {
+    let body = std::fs::read(path).expect("BODY");
+    let once = || {
+        let request: WebhookRequest = serde_json::from_slice(&body).expect("a webhook request");
+        std::hint::black_box(&request);
+    };
+    let origin = Instant::now();
+    // Warm up, and size the batches.
+    let started = thread_cpu_ns(origin);
+    let mut warm = 0u32;
+    while warm < 3 || thread_cpu_ns(origin) - started < 200_000_000 {
+        once();
+        warm += 1;
+    }
+    let per = (thread_cpu_ns(origin) - started) as f64 / 1e9 / f64::from(warm);
+    let batch = ((0.05 / per) as usize).max(1);
+    let batches = n.map_or(40, |n| n.div_ceil(batch).max(1));
+    let mut samples: Vec<f64> = (0..batches)
+        .map(|_| {
+            let t = thread_cpu_ns(origin);
+            for _ in 0..batch {
+                once();
+            }
+            (thread_cpu_ns(origin) - t) as f64 / 1e3 / batch as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+#[actix_web::main]
+async fn main() -> std::io::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--parse") {
+        let path = args.get(1).expect("--parse BODY [N]");
+        let n = args.get(2).map(|n| n.parse().expect("N"));
+        println!("parse_us {:.1}", time_parse(path, n));
+        return Ok(());
+    }
+    let port: u16 = args.first().map_or(0, |p| p.parse().expect("PORT"));
+    let workers: usize = args.get(1).map_or(0, |w| w.parse().expect("WORKERS"));
+    let listener = TcpListener::bind(("127.0.0.1", port))?;
+    println!("listening on {}", listener.local_addr()?);
+    let mut registry = Registry::default();
+    registry.register(CountEvents);
+    let settings = ServerSettings {
+        workers,
+        shutdown_timeout: 1,
+        ..ServerSettings::default()
+    };
+    serve(listener, registry, settings, None)?.await
+}
