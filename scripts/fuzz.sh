@@ -29,9 +29,7 @@
 # for each folder's format).
 #
 # Environment: FUZZ_TARGETS="body_decode guard" (which targets), FUZZ_KEEP_GOING=1 (run the
-# remaining targets after a crash), FUZZ_SKIP_KNOWN=1 (the targets step around the bugs
-# already reported, so the rest can be explored; see the targets' `skip_known_bugs`),
-# FUZZ_ARGS="-seed=1 ..." (more libFuzzer options), FUZZ_SKIP_BUILD=1.
+# remaining targets after a crash), FUZZ_ARGS="-seed=1 ..." (more libFuzzer options), FUZZ_SKIP_BUILD=1.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

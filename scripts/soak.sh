@@ -31,16 +31,21 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 SERVICE_PORT=$(free_port)
 SERVER_PORT=$(free_port)
 target/release/actiongate subscription-service --port "$SERVICE_PORT" --data-dir "$WORK/service" \
-  --fault-slow-percent 5 --fault-slow-ms 2500 --fault-fail-percent 2 --quiet &
+  --fault-slow-percent 5 --fault-slow-ms 2500 --fault-fail-percent 2 --quiet 2>"$WORK/service.log" &
 PIDS+=($!)
 target/release/actiongate serve --host 127.0.0.1 --port "$SERVER_PORT" --endpoints /dev/null \
   --data-dir "$WORK/server" --subscriptions-url "http://127.0.0.1:$SERVICE_PORT" --subscriptions-timeout 1 \
-  --rate-capacity 1000000 --reconcile-interval 5 --quiet &
+  --rate-capacity 1000000 --reconcile-interval 5 --quiet 2>"$WORK/server.log" &
 SERVER_PID=$!
 PIDS+=("$SERVER_PID")
 for _ in $(seq 1 100); do
   curl -sf "http://127.0.0.1:$SERVER_PORT/health" >/dev/null 2>&1 && curl -s "http://127.0.0.1:$SERVICE_PORT/v1/changes/x" >/dev/null 2>&1 && break
   sleep 0.1
 done
-target/release/examples/soak --server "http://127.0.0.1:$SERVER_PORT" --service "http://127.0.0.1:$SERVICE_PORT" \
-  --pid "$SERVER_PID" --duration "$DURATION" --rate "$RATE"
+# The server's warnings (the injected faults) go to a log; its tail is shown on failure.
+if ! target/release/examples/soak --server "http://127.0.0.1:$SERVER_PORT" --service "http://127.0.0.1:$SERVICE_PORT" \
+  --pid "$SERVER_PID" --duration "$DURATION" --rate "$RATE"; then
+  echo "---- last lines of the server's log ----" >&2
+  tail -n 30 "$WORK/server.log" >&2
+  exit 1
+fi

@@ -18,7 +18,6 @@
 //! whole event written as a JSON array was read by position
 //! (`conversation_read/metadata-array.json`, `an_array_event_never_answers_the_question`).
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -29,11 +28,14 @@ use serde_json::{json, Value};
 
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
 use actiongate::conversation::{self, Answer, Conversation, Question, CHANGE_MEMORY};
-use actiongate::protocol::{Event, EventKind, RawEvent, Tracker, WebhookRequest};
+use actiongate::protocol::{Event, EventKind, Tracker, WebhookRequest};
 use actiongate::server::body::decode;
 use actiongate::server::ApiError;
-use actiongate::subscriptions::model::{effective_text, Tag};
 use actiongate::subscriptions::Subscription;
+
+#[path = "../fuzz/oracles.rs"]
+mod oracles;
+use oracles::{every_fact_matches, exercise, limit, reference, ENCODINGS};
 
 const CONFIRM: &str = "utter_confirm_subscription_change";
 const SELECT: &str = "select_subscription_change";
@@ -76,31 +78,6 @@ fn fixtures() -> Vec<(String, Vec<u8>)> {
 
 // ---------------------------------------------------------------------------------------
 // body_decode
-
-/// As in fuzz/fuzz_targets/body_decode.rs (keep the two in step).
-const ENCODINGS: [Option<&str>; 10] = [
-    None,
-    Some("deflate"),
-    Some("DEFLATE"),
-    Some("gzip"),
-    Some("identity"),
-    Some("br"),
-    Some("x-gzip"),
-    Some(" GZip "),
-    Some(""),
-    Some("gzip, deflate"),
-];
-
-fn limit(kind: u8, size: u16, len: usize) -> usize {
-    match kind % 8 {
-        0..=2 => usize::from(size),
-        3 => len,
-        4 => len.saturating_sub(1),
-        5 => 0,
-        6 => 1 << 20,
-        _ => usize::MAX,
-    }
-}
 
 fn zlib(plain: &[u8], level: u32) -> Vec<u8> {
     let mut e = ZlibEncoder::new(Vec::new(), Compression::new(level));
@@ -306,25 +283,6 @@ fn check_webhook(data: &[u8]) {
     );
 }
 
-fn exercise(tracker: &Tracker) {
-    let applied = tracker.applied_events();
-    let session = tracker.session_events();
-    assert!(session.len() <= applied.len());
-    let tail = &applied[applied.len() - session.len()..];
-    assert!(
-        tail.iter().zip(&session).all(|(a, b)| std::ptr::eq(*a, *b)),
-        "the session's events are not a suffix of the applied events"
-    );
-    let _ = tracker.slots_to_validate();
-    let _ = tracker.latest_intent();
-    let _ = tracker.latest_input_channel();
-    let _ = tracker.events_after_latest_restart();
-    let _ = tracker.active_loop_name();
-    for event in &tracker.events {
-        let _ = event.typed();
-    }
-}
-
 #[test]
 fn webhook_parse_regressions_and_fixtures() {
     let mut files = kept("webhook_parse");
@@ -424,98 +382,6 @@ fn nasty_webhook_bodies_are_refused_or_read_without_panicking() {
 
 // ---------------------------------------------------------------------------------------
 // conversation_read
-
-/// The reader's meaning written out plainly, as in the conversation_read target: forwards
-/// over `serde_json::Value`; `None` when an event it reads has a field of the wrong type.
-fn reference(session: &[&RawEvent]) -> Option<Conversation> {
-    fn text<'a>(event: &'a Value, key: &str) -> Option<Option<&'a str>> {
-        match event.get(key) {
-            None | Some(Value::Null) => Some(None),
-            Some(Value::String(s)) => Some(Some(s)),
-            Some(_) => None,
-        }
-    }
-    let mut conversation = Conversation::default();
-    let mut current_action: Option<String> = None;
-    let mut runs = 0usize;
-    let mut memory: HashMap<&str, (Value, Option<usize>)> = HashMap::new();
-    for (position, event) in session.iter().enumerate() {
-        let kind = event.kind();
-        if !matches!(
-            kind,
-            EventKind::User | EventKind::Bot | EventKind::Action | EventKind::Slot
-        ) {
-            continue;
-        }
-        let json: Value = serde_json::from_str(event.raw().get()).ok()?;
-        if !json.is_object() {
-            return None;
-        }
-        match kind {
-            EventKind::User => {
-                current_action = None;
-                let said = text(&json, "text")?.unwrap_or("");
-                let message_id = text(&json, "message_id")?;
-                if said.starts_with('/') {
-                    continue;
-                }
-                if conversation.question.is_some() {
-                    conversation.answer = Some(Answer {
-                        text: said.to_owned(),
-                        timestamp: event.timestamp(),
-                        message_id: message_id.map(str::to_owned),
-                    });
-                }
-            }
-            EventKind::Bot => {
-                let said = text(&json, "text")?.unwrap_or("");
-                let utter = match json.get("metadata") {
-                    None | Some(Value::Null) => None,
-                    Some(m @ Value::Object(_)) => text(m, "utter_action")?,
-                    Some(_) => return None,
-                };
-                if utter == Some(CONFIRM) {
-                    conversation.question = Some(Question {
-                        text: said.to_owned(),
-                        timestamp: event.timestamp(),
-                        position,
-                    });
-                    conversation.answer = None;
-                }
-            }
-            EventKind::Action => {
-                let name = text(&json, "name")?;
-                if name == Some(SELECT) {
-                    runs += 1;
-                }
-                current_action = name.map(str::to_owned);
-            }
-            _ => {
-                let name = text(&json, "name")?.unwrap_or("");
-                if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
-                    let setter = (current_action.as_deref() == Some(SELECT)).then_some(runs);
-                    let value = json.get("value").cloned().unwrap_or(Value::Null);
-                    memory.insert(field, (value, setter));
-                }
-            }
-        }
-    }
-    if runs > 0
-        && CHANGE_MEMORY.iter().all(|f| {
-            memory
-                .get(f)
-                .is_some_and(|(_, setter)| *setter == Some(runs))
-        })
-    {
-        conversation.selected_memory = Some(
-            memory
-                .into_iter()
-                .map(|(k, (v, _))| (k.to_owned(), v))
-                .collect(),
-        );
-    }
-    Some(conversation)
-}
 
 /// The conversation_read target's checks on one tracker; `shown` is printed on failure.
 fn check_conversation_of(tracker: &Tracker, shown: &[u8]) {
@@ -649,80 +515,6 @@ fn guard_case(case: &Value) -> (ApplyInputs, Subscription) {
     };
     let record = serde_json::from_value(case["record"].clone()).expect("a record");
     (inputs, record)
-}
-
-/// Every fact the guard must have checked before approving, written out independently
-/// (as in the guard target).
-fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
-    let Some(account) = inputs.account.as_deref() else {
-        return false;
-    };
-    let memory = &inputs.memory;
-    let Some(tag_text) = memory.tag.as_deref() else {
-        return false;
-    };
-    let Some(tag) = Tag::parse(tag_text) else {
-        return false;
-    };
-    if inputs.requested_subscription.as_deref() != Some(tag.subscription.as_str())
-        || inputs.requested_change_type.as_deref() != Some(tag.change_type.as_str())
-    {
-        return false;
-    }
-    let Some(written) = inputs.conversation.selected_memory.as_ref() else {
-        return false;
-    };
-    let values = [
-        &memory.subscription,
-        &memory.label,
-        &memory.effective,
-        &memory.entitlements,
-        &memory.tag,
-    ];
-    if !CHANGE_MEMORY
-        .iter()
-        .zip(values)
-        .all(|(name, value)| written.get(*name).and_then(Value::as_str) == value.as_deref())
-    {
-        return false;
-    }
-    let (Some(effective), Some(entitlements)) =
-        (memory.effective.as_deref(), memory.entitlements.as_deref())
-    else {
-        return false;
-    };
-    if effective.is_empty() || entitlements.is_empty() {
-        return false;
-    }
-    let Some(question) = inputs.conversation.question.as_ref() else {
-        return false;
-    };
-    if !(question.text.contains(tag_text)
-        && question.text.contains(effective)
-        && question.text.contains(entitlements))
-    {
-        return false;
-    }
-    let Some(answer) = inputs.conversation.answer.as_ref() else {
-        return false;
-    };
-    let (Some(asked), Some(answered)) = (question.timestamp, answer.timestamp) else {
-        return false;
-    };
-    // Written so that NaN fails, as in the guard.
-    let fresh = answered >= asked && answered - asked <= 600.0;
-    if !fresh {
-        return false;
-    }
-    if record.account != account || record.id != tag.subscription || record.revision != tag.revision
-    {
-        return false;
-    }
-    let Some(option) = record.option(&tag.change_type) else {
-        return false;
-    };
-    effective_text(&option.effective_at).as_deref() == Some(effective)
-        && option.entitlements == entitlements
 }
 
 /// The guard target's check on one case; returns whether the guard approved.

@@ -15,39 +15,9 @@ use flate2::write::{DeflateEncoder, GzEncoder, ZlibEncoder};
 use flate2::Compression;
 use libfuzzer_sys::fuzz_target;
 
-/// The required six first, then other spellings the server accepts or refuses.
-const ENCODINGS: [Option<&str>; 10] = [
-    None,
-    Some("deflate"),
-    Some("DEFLATE"),
-    Some("gzip"),
-    Some("identity"),
-    Some("br"),
-    Some("x-gzip"),
-    Some(" GZip "),
-    Some(""),
-    Some("gzip, deflate"),
-];
-
-fn limit(kind: u8, size: u16, len: usize) -> usize {
-    match kind % 8 {
-        0..=2 => usize::from(size),
-        3 => len,
-        4 => len.saturating_sub(1),
-        5 => 0,
-        6 => 1 << 20,
-        _ if skip_known_bugs() => usize::MAX - 1,
-        _ => usize::MAX,
-    }
-}
-
-/// `FUZZ_SKIP_KNOWN=1` steps around the one known, reported bug so the rest can be
-/// explored: a limit of exactly `usize::MAX` overflows `max as u64 + 1` in `inflate`
-/// (a panic with overflow checks, an empty body without). Unset it once that is fixed.
-fn skip_known_bugs() -> bool {
-    static SKIP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SKIP.get_or_init(|| std::env::var_os("FUZZ_SKIP_KNOWN").is_some_and(|v| v == "1"))
-}
+#[path = "../oracles.rs"]
+mod oracles;
+use oracles::{limit, ENCODINGS};
 
 /// What the server would be sent for `plain` in this encoding.
 fn compress(encoding: &str, plain: &[u8], how: u8) -> Vec<u8> {

@@ -13,11 +13,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
 use actiongate::conversation::{Answer, Conversation, Question, CHANGE_MEMORY};
-use actiongate::subscriptions::model::{change_tag, effective_text, Tag};
+use actiongate::subscriptions::model::{change_tag, effective_text};
 use actiongate::subscriptions::{ChangeOption, Note, Subscription};
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
+
+#[path = "../oracles.rs"]
+mod oracles;
+use oracles::every_fact_matches;
 
 const SUBS: &[&str] = &["WS-SUB-3304", "WS-SUB-9", "", "WS SUB"];
 const TYPES: &[&str] = &["stop_renewal", "downgrade", "", "stop_renewal r4"];
@@ -324,79 +328,6 @@ fn record(u: &mut Unstructured, w: &World) -> Result<Subscription> {
         options,
         notes,
     })
-}
-
-/// Every fact the guard must have checked before approving, written out independently.
-fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
-    let Some(account) = inputs.account.as_deref() else {
-        return false;
-    };
-    let memory = &inputs.memory;
-    let Some(tag_text) = memory.tag.as_deref() else {
-        return false;
-    };
-    let Some(tag) = Tag::parse(tag_text) else {
-        return false;
-    };
-    if inputs.requested_subscription.as_deref() != Some(tag.subscription.as_str())
-        || inputs.requested_change_type.as_deref() != Some(tag.change_type.as_str())
-    {
-        return false;
-    }
-    let Some(written) = inputs.conversation.selected_memory.as_ref() else {
-        return false;
-    };
-    let values = [
-        &memory.subscription,
-        &memory.label,
-        &memory.effective,
-        &memory.entitlements,
-        &memory.tag,
-    ];
-    if !CHANGE_MEMORY
-        .iter()
-        .zip(values)
-        .all(|(name, value)| written.get(*name).and_then(Value::as_str) == value.as_deref())
-    {
-        return false;
-    }
-    let (Some(effective), Some(entitlements)) =
-        (memory.effective.as_deref(), memory.entitlements.as_deref())
-    else {
-        return false;
-    };
-    if effective.is_empty() || entitlements.is_empty() {
-        return false;
-    }
-    let Some(question) = inputs.conversation.question.as_ref() else {
-        return false;
-    };
-    if !(question.text.contains(tag_text)
-        && question.text.contains(effective)
-        && question.text.contains(entitlements))
-    {
-        return false;
-    }
-    let Some(answer) = inputs.conversation.answer.as_ref() else {
-        return false;
-    };
-    let (Some(asked), Some(answered)) = (question.timestamp, answer.timestamp) else {
-        return false;
-    };
-    // Written so that NaN fails, as in the guard.
-    let fresh = answered >= asked && answered - asked <= 600.0;
-    if !fresh {
-        return false;
-    }
-    if record.account != account || record.id != tag.subscription || record.revision != tag.revision
-    {
-        return false;
-    }
-    let Some(option) = record.option(&tag.change_type) else {
-        return false;
-    };
-    effective_text(&option.effective_at).as_deref() == Some(effective)
-        && option.entitlements == entitlements
 }
 
 /// A time as JSON: a number, or `"NaN"`, `"inf"`, `"-inf"`, or null.

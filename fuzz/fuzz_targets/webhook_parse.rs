@@ -6,26 +6,9 @@
 use actiongate::protocol::{Tracker, WebhookRequest};
 use libfuzzer_sys::fuzz_target;
 
-fn exercise(tracker: &Tracker) {
-    let applied = tracker.applied_events();
-    let session = tracker.session_events();
-    assert!(applied.len() <= tracker.events.len());
-    // The session's events are the applied events less those before its start.
-    assert!(session.len() <= applied.len());
-    let tail = &applied[applied.len() - session.len()..];
-    assert!(
-        tail.iter().zip(&session).all(|(a, b)| std::ptr::eq(*a, *b)),
-        "the session's events are not a suffix of the applied events"
-    );
-    let _ = tracker.slots_to_validate();
-    let _ = tracker.latest_intent();
-    let _ = tracker.latest_input_channel();
-    let _ = tracker.events_after_latest_restart();
-    let _ = tracker.active_loop_name();
-    for event in &tracker.events {
-        let _ = event.typed();
-    }
-}
+#[path = "../oracles.rs"]
+mod oracles;
+use oracles::exercise;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(request) = serde_json::from_slice::<WebhookRequest>(data) else {
