@@ -146,8 +146,13 @@ async fn main() {
     let total = (args.rate * args.duration.as_secs_f64()) as usize;
     let applies = total * 40 / 100 + 16;
     eprintln!("soak: creating {applies} subscription records");
-    for i in 0..applies {
-        create_record(&http, &args.service, i).await;
+    for chunk in (0..applies).collect::<Vec<_>>().chunks(32) {
+        futures_util::future::join_all(
+            chunk
+                .iter()
+                .map(|&i| create_record(&http, &args.service, i)),
+        )
+        .await;
     }
     let stats = Arc::new(Mutex::new(Stats::default()));
     let next_record = Arc::new(AtomicUsize::new(0));
