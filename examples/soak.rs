@@ -272,22 +272,36 @@ async fn main() {
     let elapsed = started.elapsed();
     rss.push((elapsed.as_secs(), rss_kib(args.pid)));
 
-    // Resolve the pending ones, as the customer asking "did it go through?" would.
-    let pending = std::mem::take(&mut stats.lock().unwrap().pending);
+    // Resolve the pending ones, as the customer asking "did it go through?" would: all at
+    // once, in rounds, until every change the service made has been reported (a command
+    // the service never made stays pending until its grace period; that is fine).
+    let mut pending = std::mem::take(&mut stats.lock().unwrap().pending);
     let mut resolved = 0;
-    for (id, mut c) in pending {
-        for _ in 0..20 {
-            c.user("did it go through?", "check", &[]);
-            if let Ok((200, body)) = c.run(&server, "check_subscription_change").await {
-                if summary(&body) == "applied" {
-                    stats.lock().unwrap().applied.push(id.clone());
-                    resolved += 1;
-                    break;
-                }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !pending.is_empty() && Instant::now() < deadline {
+        let rounds = pending.into_iter().map(|(id, mut c)| {
+            let server = server.clone();
+            async move {
+                c.user("did it go through?", "check", &[]);
+                let applied = matches!(c.run(&server, "check_subscription_change").await, Ok((200, body)) if summary(&body) == "applied");
+                (id, c, applied)
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+        });
+        let mut still = Vec::new();
+        for (id, c, applied) in futures_util::future::join_all(rounds).await {
+            if applied {
+                stats.lock().unwrap().applied.push(id);
+                resolved += 1;
+            } else {
+                still.push((id, c));
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
+    let unresolved = pending.len();
 
     // No change made twice; every `applied` is a change at the service.
     let used = next_record.load(Ordering::Relaxed);
@@ -345,7 +359,11 @@ async fn main() {
     for e in s.unexpected.iter().take(10) {
         println!("  {e}");
     }
-    println!("changes at the service: {changed} over {used} confirmations; reported applied: {} ({resolved} after a check); doubled: {}", s.applied.len(), doubled.len());
+    println!(
+        "changes at the service: {changed} over {used} confirmations; reported applied: {} ({resolved} after a check; {unresolved} still pending, never made); doubled: {}",
+        s.applied.len(),
+        doubled.len()
+    );
     println!(
         "server RSS over time (s: MiB): {}",
         rss.iter()
