@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use actiongate::consent::ApplyInputs;
-use actiongate::conversation::{Answer, Conversation, Question, CHANGE_MEMORY};
-use actiongate::protocol::{EventKind, RawEvent, Tracker};
+use actiongate::conversation::{self, Answer, Conversation, Question, CHANGE_MEMORY};
+use actiongate::protocol::{Event, EventKind, RawEvent, Tracker};
 use actiongate::subscriptions::model::{effective_text, Tag};
 use actiongate::subscriptions::Subscription;
 use serde_json::Value;
@@ -228,5 +228,57 @@ pub fn exercise(tracker: &Tracker) {
     let _ = tracker.active_loop_name();
     for event in &tracker.events {
         let _ = event.typed();
+    }
+}
+
+/// `events` is the tracker's events array as JSON text, shown when a check fails (it is
+/// what tests/fuzz_regressions/conversation_read/ keeps).
+pub fn check_reader(tracker: &Tracker, events: &[u8]) {
+    let events = String::from_utf8_lossy(events);
+    let session = tracker.session_events();
+    let Ok(conversation) = conversation::read(&session, CONFIRM, SELECT) else {
+        return;
+    };
+    if let Some(expected) = reference(&session) {
+        assert_eq!(
+            conversation, expected,
+            "the reader and its reference differ\n{events}"
+        );
+    }
+    if let Some(question) = &conversation.question {
+        let event = session
+            .get(question.position)
+            .unwrap_or_else(|| panic!("the question's position is outside the session\n{events}"));
+        assert_eq!(event.kind(), EventKind::Bot, "not a bot event\n{events}");
+        assert_eq!(question.timestamp, event.timestamp(), "{events}");
+        match event.typed() {
+            Ok(Event::Bot(bot)) => {
+                assert_eq!(bot.utter_action(), Some(CONFIRM), "{events}");
+                assert_eq!(bot.text.as_deref().unwrap_or(""), question.text, "{events}");
+            }
+            other => panic!("the question's event reads as {other:?}\n{events}"),
+        }
+    } else {
+        assert!(
+            conversation.answer.is_none(),
+            "an answer without a question\n{events}"
+        );
+    }
+    if let Some(answer) = &conversation.answer {
+        assert!(
+            !answer.text.starts_with('/'),
+            "a command counted as an answer\n{events}"
+        );
+    }
+    if let Some(memory) = &conversation.selected_memory {
+        assert_eq!(memory.len(), CHANGE_MEMORY.len(), "{events}");
+        assert!(
+            CHANGE_MEMORY.iter().all(|f| memory.contains_key(*f)),
+            "{events}"
+        );
+        assert!(
+            session.iter().any(|e| e.kind() == EventKind::Action),
+            "memory trusted without the select action in the session\n{events}"
+        );
     }
 }

@@ -27,15 +27,15 @@ use flate2::Compression;
 use serde_json::{json, Value};
 
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
-use actiongate::conversation::{self, Answer, Conversation, Question, CHANGE_MEMORY};
-use actiongate::protocol::{Event, EventKind, Tracker, WebhookRequest};
+use actiongate::conversation::{self, Answer, Conversation, Question};
+use actiongate::protocol::{Tracker, WebhookRequest};
 use actiongate::server::body::decode;
 use actiongate::server::ApiError;
 use actiongate::subscriptions::Subscription;
 
 #[path = "../fuzz/oracles.rs"]
 mod oracles;
-use oracles::{every_fact_matches, exercise, limit, reference, ENCODINGS};
+use oracles::{check_reader, every_fact_matches, exercise, limit, ENCODINGS};
 
 const CONFIRM: &str = "utter_confirm_subscription_change";
 const SELECT: &str = "select_subscription_change";
@@ -362,7 +362,7 @@ fn nasty_webhook_bodies_are_refused_or_read_without_panicking() {
         check_webhook(body);
         if let Ok(request) = serde_json::from_slice::<WebhookRequest>(body) {
             if let Some(tracker) = &request.tracker {
-                check_conversation_of(tracker, body);
+                check_reader(tracker, body);
             }
         }
     }
@@ -383,57 +383,13 @@ fn nasty_webhook_bodies_are_refused_or_read_without_panicking() {
 // ---------------------------------------------------------------------------------------
 // conversation_read
 
-/// The conversation_read target's checks on one tracker; `shown` is printed on failure.
-fn check_conversation_of(tracker: &Tracker, shown: &[u8]) {
-    let shown = String::from_utf8_lossy(shown);
-    let session = tracker.session_events();
-    let Ok(conversation) = conversation::read(&session, CONFIRM, SELECT) else {
-        return;
-    };
-    if let Some(expected) = reference(&session) {
-        assert_eq!(
-            conversation, expected,
-            "the reader and its reference differ\n{shown}"
-        );
-    }
-    if let Some(question) = &conversation.question {
-        let event = session
-            .get(question.position)
-            .unwrap_or_else(|| panic!("the question is outside the session\n{shown}"));
-        assert_eq!(event.kind(), EventKind::Bot, "{shown}");
-        assert_eq!(question.timestamp, event.timestamp(), "{shown}");
-        match event.typed() {
-            Ok(Event::Bot(bot)) => {
-                assert_eq!(bot.utter_action(), Some(CONFIRM), "{shown}");
-                assert_eq!(bot.text.as_deref().unwrap_or(""), question.text, "{shown}");
-            }
-            other => panic!("the question's event reads as {other:?}\n{shown}"),
-        }
-    } else {
-        assert!(
-            conversation.answer.is_none(),
-            "an answer without a question\n{shown}"
-        );
-    }
-    if let Some(answer) = &conversation.answer {
-        assert!(!answer.text.starts_with('/'), "{shown}");
-    }
-    if let Some(memory) = &conversation.selected_memory {
-        assert_eq!(memory.len(), CHANGE_MEMORY.len(), "{shown}");
-        assert!(
-            CHANGE_MEMORY.iter().all(|f| memory.contains_key(*f)),
-            "{shown}"
-        );
-    }
-}
-
 /// One kept events array, as the target wraps it.
 fn check_events(events: &[u8]) {
     let mut json = br#"{"sender_id":"fuzz","events":"#.to_vec();
     json.extend_from_slice(events);
     json.push(b'}');
     if let Ok(tracker) = serde_json::from_slice::<Tracker>(&json) {
-        check_conversation_of(&tracker, events);
+        check_reader(&tracker, events);
     }
 }
 
@@ -449,7 +405,7 @@ fn conversation_read_regressions_and_fixtures() {
         eprintln!("conversation_read/{name}");
         let request: WebhookRequest = serde_json::from_slice(&data).unwrap();
         let tracker = request.tracker.unwrap();
-        check_conversation_of(&tracker, name.as_bytes());
+        check_reader(&tracker, name.as_bytes());
         let events = serde_json::to_vec(&tracker.events).unwrap();
         check_events(&events);
     }

@@ -7,15 +7,14 @@
 //! drawn mostly from the ones the reader looks for.
 #![no_main]
 
-use actiongate::conversation::{self, CHANGE_MEMORY};
-use actiongate::protocol::{Event, EventKind, Tracker};
+use actiongate::protocol::Tracker;
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
 #[path = "../oracles.rs"]
 mod oracles;
-use oracles::reference;
+use oracles::check_reader;
 
 const CONFIRM: &str = "utter_confirm_subscription_change";
 const SELECT: &str = "select_subscription_change";
@@ -219,67 +218,6 @@ fn generated(data: &[u8]) -> Result<(Vec<u8>, bool)> {
     Ok((format!("[{}]", events.join(",")).into_bytes(), valid))
 }
 
-/// Bytes shown as text only when a message needs them.
-#[derive(Clone, Copy)]
-struct Shown<'a>(&'a [u8]);
-
-impl std::fmt::Display for Shown<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(&String::from_utf8_lossy(self.0))
-    }
-}
-
-/// `events` is the tracker's events array as JSON text, shown when a check fails (it is
-/// what tests/fuzz_regressions/conversation_read/ keeps).
-fn check(tracker: &Tracker, events: Shown) {
-    let session = tracker.session_events();
-    let Ok(conversation) = conversation::read(&session, CONFIRM, SELECT) else {
-        return;
-    };
-    if let Some(expected) = reference(&session) {
-        assert_eq!(
-            conversation, expected,
-            "the reader and its reference differ\n{events}"
-        );
-    }
-    if let Some(question) = &conversation.question {
-        let event = session
-            .get(question.position)
-            .unwrap_or_else(|| panic!("the question's position is outside the session\n{events}"));
-        assert_eq!(event.kind(), EventKind::Bot, "not a bot event\n{events}");
-        assert_eq!(question.timestamp, event.timestamp(), "{events}");
-        match event.typed() {
-            Ok(Event::Bot(bot)) => {
-                assert_eq!(bot.utter_action(), Some(CONFIRM), "{events}");
-                assert_eq!(bot.text.as_deref().unwrap_or(""), question.text, "{events}");
-            }
-            other => panic!("the question's event reads as {other:?}\n{events}"),
-        }
-    } else {
-        assert!(
-            conversation.answer.is_none(),
-            "an answer without a question\n{events}"
-        );
-    }
-    if let Some(answer) = &conversation.answer {
-        assert!(
-            !answer.text.starts_with('/'),
-            "a command counted as an answer\n{events}"
-        );
-    }
-    if let Some(memory) = &conversation.selected_memory {
-        assert_eq!(memory.len(), CHANGE_MEMORY.len(), "{events}");
-        assert!(
-            CHANGE_MEMORY.iter().all(|f| memory.contains_key(*f)),
-            "{events}"
-        );
-        assert!(
-            session.iter().any(|e| e.kind() == EventKind::Action),
-            "memory trusted without the select action in the session\n{events}"
-        );
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
     let Some((&form, rest)) = data.split_first() else {
         return;
@@ -303,5 +241,5 @@ fuzz_target!(|data: &[u8]| {
         ),
         Err(_) => return,
     };
-    check(&tracker, Shown(&events));
+    check_reader(&tracker, &events);
 });

@@ -377,11 +377,8 @@ async fn webhook(
                     return Err(ApiError::UnknownAction(name.clone()));
                 }
             }
-            let message = if e.is_data()
-                && e.to_string().starts_with("invalid type")
-                && e.line() == 1
-                && e.column() <= 1
-            {
+            let first = body.iter().find(|b| !b.is_ascii_whitespace());
+            let message = if e.is_data() && first != Some(&b'{') {
                 format!("the request must be a JSON object: {e}")
             } else {
                 format!("invalid request: {e}")
