@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use actiongate::consent::ApplyInputs;
 use actiongate::conversation::{self, Answer, Conversation, Question, CHANGE_MEMORY};
-use actiongate::protocol::{Event, EventKind, RawEvent, Tracker};
+use actiongate::protocol::{Event, EventKind, RawEvent, Tracker, WebhookRequest};
 use actiongate::subscriptions::model::{effective_text, Tag};
 use actiongate::subscriptions::Subscription;
 use serde_json::Value;
@@ -281,4 +281,53 @@ pub fn check_reader(tracker: &Tracker, events: &[u8]) {
             "memory trusted without the select action in the session\n{events}"
         );
     }
+}
+
+/// The webhook_parse checks on one body: the server's reading (as text when the body is
+/// UTF-8) accepts exactly what reading the bytes accepts, with the same events; every tracker
+/// helper runs; a tracker serialises back to JSON that parses again with the same events,
+/// and to the same bytes a second time.
+pub fn check_webhook(data: &[u8]) {
+    let parsed = WebhookRequest::parse(data);
+    let as_bytes = serde_json::from_slice::<Option<WebhookRequest>>(data);
+    match (&parsed, &as_bytes) {
+        (Ok(a), Ok(b)) => {
+            let events = |r: &Option<WebhookRequest>| {
+                r.as_ref().and_then(|r| r.tracker.as_ref()).map(|t| {
+                    t.events
+                        .iter()
+                        .map(|e| e.raw().get().to_owned())
+                        .collect::<Vec<_>>()
+                })
+            };
+            assert_eq!(events(a), events(b), "text and bytes read different events");
+        }
+        (Err(_), Err(_)) => {}
+        _ => panic!(
+            "text and bytes disagree: {:?} vs {:?}",
+            parsed.as_ref().err(),
+            as_bytes.as_ref().err()
+        ),
+    }
+    let Ok(Some(request)) = parsed else {
+        return;
+    };
+    let Some(tracker) = request.tracker.as_ref() else {
+        return;
+    };
+    exercise(tracker);
+    let once = serde_json::to_vec(tracker).expect("a parsed tracker serialises");
+    let again: Tracker = serde_json::from_slice(&once).unwrap_or_else(|e| {
+        panic!(
+            "a re-serialised tracker does not parse: {e}\n{}",
+            String::from_utf8_lossy(&once)
+        )
+    });
+    assert_eq!(again.events.len(), tracker.events.len());
+    assert_eq!(again.sender_id, tracker.sender_id);
+    assert_eq!(
+        once,
+        serde_json::to_vec(&again).unwrap(),
+        "serialising is not stable"
+    );
 }

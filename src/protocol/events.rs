@@ -40,13 +40,21 @@ impl EventKind {
 }
 
 /// One event as it arrived: its raw JSON, borrowed from the request body (never copied),
-/// plus its kind and timestamp read once.
+/// plus its kind and timestamp read once (the timestamp's text, parsed when asked for).
 #[derive(Debug, Clone)]
 pub struct RawEvent<'a> {
     raw: &'a RawValue,
     name: Cow<'a, str>,
     kind: EventKind,
-    timestamp: Option<f64>,
+    timestamp: Stamp<'a>,
+}
+
+/// An event's timestamp: the text of a plain decimal read off the front of the event
+/// (finite by its shape), or what the full path read.
+#[derive(Debug, Clone, Copy)]
+enum Stamp<'a> {
+    Text(&'a str),
+    Read(Option<f64>),
 }
 
 /// What is read of every event while the tracker is parsed; the rest stays raw.
@@ -69,12 +77,12 @@ impl<'a> RawEvent<'a> {
         // Rasa writes `event` first and `timestamp` second; reading them off the front
         // spares a second pass over the event. Anything else takes the full path.
         let (name, timestamp) = match fast_head(raw.get()) {
-            Some((name, timestamp)) => (std::borrow::Cow::Borrowed(name), timestamp),
+            Some((name, timestamp)) => (Cow::Borrowed(name), Stamp::Text(timestamp)),
             None => {
                 let head: Head = serde_json::from_str(raw.get())?;
                 match head.event {
                     Some(name) if !name.is_empty() => {
-                        (std::borrow::Cow::Owned(name.into_owned()), head.timestamp)
+                        (Cow::Owned(name.into_owned()), Stamp::Read(head.timestamp))
                     }
                     _ => return Err(de::Error::custom("an event has no `event` kind")),
                 }
@@ -103,7 +111,10 @@ impl<'a> RawEvent<'a> {
     }
 
     pub fn timestamp(&self) -> Option<f64> {
-        self.timestamp
+        match self.timestamp {
+            Stamp::Text(text) => text.parse().ok(),
+            Stamp::Read(timestamp) => timestamp,
+        }
     }
 
     /// Parses the event into its typed form.
@@ -113,39 +124,72 @@ impl<'a> RawEvent<'a> {
 }
 
 /// `{"event": "NAME", "timestamp": NUMBER` at the start of an event, with a plain name
-/// (no escapes) and a plain number; `None` sends the event down the full path.
-fn fast_head(json: &str) -> Option<(&str, Option<f64>)> {
-    let rest = json.strip_prefix('{')?.trim_start();
-    let rest = rest
-        .strip_prefix("\"event\"")?
-        .trim_start()
-        .strip_prefix(':')?
-        .trim_start();
-    let rest = rest.strip_prefix('"')?;
-    let end = rest.find('"')?;
-    let name = &rest[..end];
-    if name.is_empty() || name.contains('\\') {
+/// (no escapes) and a plain decimal (no exponent, at most 300 characters, so always a
+/// finite `f64`), returned as text; `None` sends the event down the full path. The event is
+/// valid JSON already (serde checked it while keeping it raw), so this only has to recognise
+/// the shape, byte by byte.
+fn fast_head(json: &str) -> Option<(&str, &str)> {
+    let mut at = Cursor {
+        bytes: json.as_bytes(),
+        at: 0,
+    };
+    at.eat(b"{")?;
+    at.eat(b"\"event\"")?;
+    at.eat(b":")?;
+    at.eat(b"\"")?;
+    let name_start = at.at;
+    let name_len = at.bytes[name_start..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\')?;
+    if name_len == 0 || at.bytes[name_start + name_len] != b'"' {
         return None;
     }
-    let rest = rest[end + 1..].trim_start();
-    let rest = rest.strip_prefix(',')?.trim_start();
-    let rest = rest
-        .strip_prefix("\"timestamp\"")?
-        .trim_start()
-        .strip_prefix(':')?
-        .trim_start();
-    let number_end =
-        rest.find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E')))?;
-    let after = rest[number_end..].trim_start();
-    if !(after.starts_with(',') || after.starts_with('}')) {
-        // `null` or anything unusual: the full path decides.
+    // Both ends are ASCII bytes, so these (and the number's) are char boundaries.
+    let name = &json[name_start..name_start + name_len];
+    at.at = name_start + name_len + 1;
+    at.eat(b",")?;
+    at.eat(b"\"timestamp\"")?;
+    at.eat(b":")?;
+    at.skip_whitespace();
+    let number = at.at;
+    let len = at.bytes[number..]
+        .iter()
+        .position(|&b| !matches!(b, b'0'..=b'9' | b'.' | b'-'))?;
+    if len == 0 || len > 300 {
         return None;
     }
-    let timestamp = rest[..number_end]
-        .parse::<f64>()
-        .ok()
-        .filter(|t| t.is_finite())?;
-    Some((name, Some(timestamp)))
+    at.at = number + len;
+    // An exponent, `null` or anything unusual: the full path decides.
+    if at.eat(b",").is_none() && at.eat(b"}").is_none() {
+        return None;
+    }
+    Some((name, &json[number..number + len]))
+}
+
+/// A position in a JSON text, stepping over JSON whitespace.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn skip_whitespace(&mut self) {
+        while matches!(self.bytes.get(self.at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.at += 1;
+        }
+    }
+
+    /// Skips whitespace, then `token` if it is next.
+    #[inline(always)]
+    fn eat(&mut self, token: &[u8]) -> Option<()> {
+        self.skip_whitespace();
+        if self.bytes[self.at..].starts_with(token) {
+            self.at += token.len();
+            Some(())
+        } else {
+            None
+        }
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for RawEvent<'a> {
@@ -426,5 +470,63 @@ impl OutEvent {
             event,
             timestamp: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The full path's reading, for comparison.
+    fn slow_head(json: &str) -> (String, Option<f64>) {
+        let head: Head = serde_json::from_str(json).unwrap();
+        (head.event.unwrap().into_owned(), head.timestamp)
+    }
+
+    #[test]
+    fn the_head_rasa_writes_is_read_off_the_front() {
+        for json in [
+            r#"{"event": "user", "timestamp": 1796027823.273176, "text": "yes"}"#,
+            r#"{"event":"bot","timestamp":1700000000}"#,
+            "{ \"event\" :\n\"action\" ,\t\"timestamp\" : -1500.5 , \"name\": \"x\"}",
+            r#"{"event": "slot", "timestamp": 0}"#,
+            r#"{"event": "flow_started", "timestamp": 12.0, "metadata": {"a": [1, 2]}}"#,
+            r#"{"event": "bøt", "timestamp": 100.25}"#,
+        ] {
+            let (name, timestamp) = fast_head(json).unwrap_or_else(|| panic!("{json}"));
+            let timestamp = timestamp.parse::<f64>().ok();
+            assert_eq!((name.to_owned(), timestamp), slow_head(json), "{json}");
+            let raw: &RawValue = serde_json::from_str(json).unwrap();
+            let event = RawEvent::from_raw(raw).unwrap();
+            assert_eq!((event.name(), event.timestamp()), (name, timestamp));
+        }
+    }
+
+    #[test]
+    fn anything_else_takes_the_full_path() {
+        for json in [
+            r#"{"timestamp": 1.0, "event": "user"}"#,
+            r#"{"event": "us\u0065r", "timestamp": 1.0}"#,
+            r#"{"event": "user", "timestamp": null}"#,
+            r#"{"event": "user", "timestamp": 1e999}"#,
+            r#"{"event": "user", "timestamp": 1E+2}"#,
+            r#"{"event": "user"}"#,
+            r#"{"event": "", "timestamp": 1.0}"#,
+            r#"{"event": "user", "timestamp": "1.0"}"#,
+        ] {
+            assert_eq!(fast_head(json), None, "{json}");
+        }
+        // And the full path reads them as serde does.
+        let raw: &RawValue =
+            serde_json::from_str(r#"{"timestamp": 2.5, "event": "us\u0065r"}"#).unwrap();
+        let event = RawEvent::from_raw(raw).unwrap();
+        assert_eq!(
+            (event.name(), event.kind(), event.timestamp()),
+            ("user", EventKind::User, Some(2.5))
+        );
+        // A timestamp no f64 can hold is refused, as before.
+        let raw: &RawValue =
+            serde_json::from_str(r#"{"event": "user", "timestamp": 1e999}"#).unwrap();
+        assert!(RawEvent::from_raw(raw).is_err());
     }
 }

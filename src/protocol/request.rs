@@ -25,6 +25,21 @@ pub struct WebhookRequest<'a> {
     pub version: Option<String>,
 }
 
+impl<'a> WebhookRequest<'a> {
+    /// Parses a body; `Ok(None)` for a body that is JSON `null`.
+    ///
+    /// A body that is valid UTF-8 as a whole (every body Rasa sends) is read as text, so the
+    /// raw parts kept from it (events, tracker fields, the domain) are not checked for UTF-8
+    /// again one by one; anything else is read as bytes, which accepts and refuses exactly
+    /// the same bodies.
+    pub fn parse(body: &'a [u8]) -> Result<Option<Self>, serde_json::Error> {
+        match std::str::from_utf8(body) {
+            Ok(text) => serde_json::from_str(text),
+            Err(_) => serde_json::from_slice(body),
+        }
+    }
+}
+
 /// Only the action name, read from a body that failed to parse as a whole, so the error
 /// can still name the action (Rasa reads `action_name` from every 400).
 #[derive(Deserialize)]
@@ -37,5 +52,42 @@ impl ActionNameOnly {
     pub fn read(body: &[u8]) -> Option<String> {
         let v: ActionNameOnly = serde_json::from_slice(body).ok()?;
         v.next_action?.as_str().map(str::to_owned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACKER: &str =
+        r#"{"sender_id": "s", "events": [{"event": "user", "timestamp": 1.5, "text": "hi"}]}"#;
+
+    fn body(extra: &[u8]) -> Vec<u8> {
+        let mut body = br#"{"next_action": "a", "#.to_vec();
+        body.extend_from_slice(extra);
+        body.extend_from_slice(br#", "tracker": "#);
+        body.extend_from_slice(TRACKER.as_bytes());
+        body.push(b'}');
+        body
+    }
+
+    #[test]
+    fn text_and_bytes_accept_the_same_bodies() {
+        // Invalid UTF-8 where nothing is kept (an unknown key's value) is accepted when
+        // reading bytes, so it is accepted here too.
+        let ignored = body(b"\"x\": \"\xff\"");
+        let request = WebhookRequest::parse(&ignored).unwrap().unwrap();
+        assert_eq!(request.tracker.unwrap().events.len(), 1);
+        assert!(serde_json::from_slice::<WebhookRequest>(&ignored).is_ok());
+        // Where it would be kept (the domain), both refuse it.
+        let kept = body(b"\"domain\": {\"a\": \"\xff\"}");
+        assert!(WebhookRequest::parse(&kept).is_err());
+        assert!(serde_json::from_slice::<WebhookRequest>(&kept).is_err());
+        // Plain text, and `null`.
+        let plain = body(b"\"version\": \"3.6.21\"");
+        let request = WebhookRequest::parse(&plain).unwrap().unwrap();
+        assert_eq!(request.version.as_deref(), Some("3.6.21"));
+        assert_eq!(request.tracker.unwrap().events[0].timestamp(), Some(1.5));
+        assert!(WebhookRequest::parse(b" null ").unwrap().is_none());
     }
 }

@@ -3,6 +3,7 @@
 //! Every key is kept as the raw JSON that arrived (so the tracker serialises back without
 //! losing a field); the keys the server reads are also parsed once into typed fields.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -90,7 +91,33 @@ pub struct Tracker<'a> {
     pub active_loop: ActiveLoop,
     pub latest_action_name: Option<String>,
     /// Every key as received, in order; `None` marks where `events` was.
-    fields: Vec<(String, Option<&'a RawValue>)>,
+    fields: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
+}
+
+/// A tracker key, borrowed from the body unless it has escapes (serde's `Cow<str>` always
+/// copies).
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for KeyVisitor<'a> {
+            type Value = Key<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'a>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'a>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'a>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor(std::marker::PhantomData))
+    }
 }
 
 fn parse_field<T: de::DeserializeOwned, E: de::Error>(key: &str, raw: &RawValue) -> Result<T, E> {
@@ -115,8 +142,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Tracker<'a> {
                 let mut active_loop = ActiveLoop::default();
                 let mut active_form = None;
                 let mut latest_action_name = None;
-                let mut fields: Vec<(String, Option<&'a RawValue>)> = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
+                let mut fields: Vec<(Cow<'a, str>, Option<&'a RawValue>)> = Vec::new();
+                while let Some(Key(key)) = map.next_key::<Key<'a>>()? {
                     if fields.iter().any(|(k, _)| *k == key) {
                         return Err(de::Error::custom(format!("duplicate key tracker.{key}")));
                     }
@@ -129,7 +156,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Tracker<'a> {
                         continue;
                     }
                     let raw: &'de RawValue = map.next_value()?;
-                    match key.as_str() {
+                    match &*key {
                         "sender_id" => sender_id = parse_field::<Option<String>, _>(&key, raw)?,
                         "slots" => slots = parse_field(&key, raw)?,
                         "latest_message" => {

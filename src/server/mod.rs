@@ -11,7 +11,7 @@ use std::time::Instant;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::middleware::{from_fn, Next, NormalizePath, TrailingSlash};
+use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -152,31 +152,30 @@ pub fn serve(
         App::new()
             .app_data(state.clone())
             .wrap(from_fn(cors_and_preflight))
-            .wrap(NormalizePath::new(TrailingSlash::Trim))
             .wrap(from_fn(observe))
             .service(
-                web::resource("/webhook")
+                web::resource(["/webhook", "/webhook/"])
                     .route(web::post().to(webhook))
                     .default_service(web::to(|| async {
                         Err::<HttpResponse, _>(ApiError::MethodNotAllowed("POST"))
                     })),
             )
             .service(
-                web::resource("/health")
+                web::resource(["/health", "/health/"])
                     .route(web::get().to(health))
                     .default_service(web::to(|| async {
                         Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
                     })),
             )
             .service(
-                web::resource("/actions")
+                web::resource(["/actions", "/actions/"])
                     .route(web::get().to(actions))
                     .default_service(web::to(|| async {
                         Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
                     })),
             )
             .service(
-                web::resource("/metrics")
+                web::resource(["/metrics", "/metrics/"])
                     .route(web::get().to(metrics))
                     .default_service(web::to(|| async {
                         Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
@@ -220,10 +219,7 @@ async fn observe(
     let res = next.call(req).instrument(span.clone()).await?;
     let status = res.status().as_u16();
     let elapsed = started.elapsed();
-    let route = res
-        .request()
-        .match_pattern()
-        .unwrap_or_else(|| "<unmatched>".to_owned());
+    let route = route_label(res.request().path());
     let action = res
         .request()
         .extensions()
@@ -234,9 +230,21 @@ async fn observe(
     span.record("ms", elapsed.as_secs_f64() * 1000.0);
     span.in_scope(|| tracing::info!("served"));
     if let Some(state) = state {
-        state.metrics.record(&route, &action, status, elapsed);
+        state.metrics.record(route, &action, status, elapsed);
     }
     Ok(res)
+}
+
+/// The metrics label of a path: one of the routes (a trailing slash is the same route, as
+/// rasa-sdk has it), or `<unmatched>`.
+fn route_label(path: &str) -> &'static str {
+    match path.strip_suffix('/').unwrap_or(path) {
+        "/webhook" => "/webhook",
+        "/health" => "/health",
+        "/actions" => "/actions",
+        "/metrics" => "/metrics",
+        _ => "<unmatched>",
+    }
 }
 
 /// OPTIONS on any path is answered before routing; CORS headers on every answer.
@@ -362,7 +370,7 @@ async fn webhook(
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("Invalid body request", None));
     }
-    let request: WebhookRequest = match serde_json::from_slice::<Option<WebhookRequest>>(&body) {
+    let request: WebhookRequest = match WebhookRequest::parse(&body) {
         Ok(Some(request)) => request,
         Ok(None) => return Err(ApiError::bad_request("Invalid body request", None)),
         Err(e) => {
