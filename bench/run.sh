@@ -377,9 +377,11 @@ if [[ ",$SERVERS," == *",actiongate,"* && -x "$BENCH_SERVER_BIN" ]]; then
   for n in "${SIZE_LIST[@]}"; do
     body="$WORK/events-$n.json"
     quiet "parse/$n"
-    us=$("$BENCH_SERVER_BIN" --parse "$body" | awk '/^parse_us/ {print $2}')
-    printf '%s events (%s KiB)\t%s\n' "$n" "$(( $(stat -c %s "$body") / 1024 ))" "$us" >>"$PARSE"
-    log "parsing $n events alone: $us us"
+    times=$("$BENCH_SERVER_BIN" --parse "$body")
+    us=$(awk '/^parse_us/ {print $2}' <<<"$times")
+    check_us=$(awk '/^check_us/ {print $2}' <<<"$times")
+    printf '%s events (%s KiB)\t%s\t%s\n' "$n" "$(( $(stat -c %s "$body") / 1024 ))" "$us" "$check_us" >>"$PARSE"
+    log "parsing $n events alone: $us us (checking it is JSON: $check_us us)"
   done
 fi
 
@@ -442,26 +444,56 @@ table = "\n".join(lines)
 
 # Where actiongate's CPU goes: transport (what the ceiling spends per request on the same
 # body), parsing the request (timed alone, one thread), and the rest (middleware, action,
-# answer, allocator, scheduling).
+# answer, allocator, scheduling). "JSON check alone": serde_json checking the body is JSON
+# and nothing more, the floor for any parser that refuses malformed bodies.
 breakdown = ""
 parses = [l.rstrip("\n").split("\t") for l in open(parse) if l.strip()]
 if parses:
     b = [
-        "| size | actiongate CPU µs/req | transport (ceiling) µs/req | parse alone µs | parse share | rest µs |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| size | actiongate CPU µs/req | transport (ceiling) µs/req | parse alone µs | of which JSON check alone µs | parse share | rest µs |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for size, parse_us in parses:
+    for size, parse_us, check_us in parses:
         ag, ce = by.get((size, "actiongate")), by.get((size, "ceiling"))
         if not ag:
             continue
         total = float(ag[7])
         transport = float(ce[7]) if ce else 0.0
         p = float(parse_us)
-        b.append("| %s | %s | %s | %s | %s | %s |" % (
+        b.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             size, "{:,.0f}".format(total), "{:,.0f}".format(transport) if ce else "–",
-            "{:,.1f}".format(p), "%.0f %%" % (100 * p / total) if total else "–",
+            "{:,.1f}".format(p), "{:,.1f}".format(float(check_us)) if check_us else "–",
+            "%.0f %%" % (100 * p / total) if total else "–",
             "{:,.0f}".format(total - transport - p) if ce else "–"))
     breakdown = "\n".join(b)
+
+# The targets of the performance issue, checked against this run: requests/s at least
+# `rps`× rasa-sdk's, p99 at most `p99` of rasa-sdk's, peak RSS at most half of rasa-sdk's
+# worker's, and requests/s at least half of the ceiling's.
+TARGETS = {"10": (10, 1 / 3), "1000": (30, 1 / 10), "10000": (15, 1 / 10)}
+verdict = ""
+v = [
+    "| size | req/s × rasa-sdk (target) | p99 ÷ rasa-sdk's (target) | RSS ÷ rasa-sdk's (≤ 0.50) | of ceiling (≥ 50 %) |",
+    "|---|---:|---:|---:|---:|",
+]
+def mark(ok):
+    return "✓" if ok else "✗"
+for size in dict.fromkeys(r[0] for r in rows):
+    n = size.split(" ")[0]
+    ag, sdk, ce = by.get((size, "actiongate")), by.get((size, "rasa-sdk")), by.get((size, "ceiling"))
+    if n not in TARGETS or not ag or not sdk or float(sdk[2]) <= 0:
+        continue
+    want_rps, want_p99 = TARGETS[n]
+    rps = float(ag[2]) / float(sdk[2])
+    p99 = int(ag[4]) / max(int(sdk[4]), 1)
+    rss = float(ag[5]) / max(float(sdk[5]), 0.1)
+    frac = float(ag[2]) / float(ce[2]) if ce and float(ce[2]) > 0 else None
+    v.append("| %s | %.1f× (≥ %d×) %s | %.2f (≤ %.2f) %s | %.2f %s | %s |" % (
+        size, rps, want_rps, mark(rps >= want_rps), p99, want_p99, mark(p99 <= want_p99),
+        rss, mark(rss <= 0.5),
+        "%.0f %% %s" % (100 * frac, mark(frac >= 0.5)) if frac is not None else "–"))
+if len(v) > 2:
+    verdict = "\n".join(v)
 
 def cmd(*a):
     try:
@@ -489,6 +521,8 @@ wrk at {os.environ.get('NICE_NOTE', 'nice 0')}.
 Produced by `bench/run.sh`.
 """
 text = header + "\n" + table + "\n"
+if verdict:
+    text += "\nAgainst the targets:\n\n" + verdict + "\n"
 if breakdown:
     text += "\nWhere actiongate's CPU per request goes (rest = middleware, action, answer, allocator, scheduling):\n\n" + breakdown + "\n"
 noise = [l.strip() for l in open(noisy) if l.strip()]
@@ -497,6 +531,9 @@ if noise:
 with open(out, "w") as f:
     f.write(text)
 print(table)
+if verdict:
+    print()
+    print(verdict)
 if breakdown:
     print()
     print(breakdown)

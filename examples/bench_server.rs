@@ -7,7 +7,10 @@
 //!                                   stdout as `listening on 127.0.0.1:PORT`; WORKERS 0 or
 //!                                   absent: the server's default, one per core)
 //!   bench_server --parse BODY [N]   time parsing BODY as a webhook request N times (default:
-//!                                   ~2 s worth) on one thread; prints `parse_us <median CPU us>`
+//!                                   ~2 s worth) on one thread; prints `parse_us <median CPU us>`,
+//!                                   then `check_us <median CPU us>`: checking that BODY is
+//!                                   JSON and nothing else (serde_json into `IgnoredAny`), the
+//!                                   floor for any parser that refuses malformed bodies
 //!
 //! No tracing subscriber is installed, so nothing is logged per request (rasa-sdk logs
 //! nothing per request either).
@@ -46,16 +49,8 @@ fn thread_cpu_ns(wall: Instant) -> u64 {
         .unwrap_or_else(|| wall.elapsed().as_nanos() as u64)
 }
 
-/// Median CPU time of one `WebhookRequest::parse` (and dropping the
-/// result), in microseconds, over batches of ~50 ms.
-fn time_parse(path: &str, n: Option<usize>) -> f64 {
-    let body = std::fs::read(path).expect("BODY");
-    let once = || {
-        let request = WebhookRequest::parse(&body)
-            .expect("a webhook request")
-            .expect("not null");
-        std::hint::black_box(&request);
-    };
+/// Median CPU time of one `once()`, in microseconds, over batches of ~50 ms.
+fn time_cpu(once: impl Fn(), n: Option<usize>) -> f64 {
     let origin = Instant::now();
     // Warm up, and size the batches.
     let started = thread_cpu_ns(origin);
@@ -86,7 +81,19 @@ async fn main() -> std::io::Result<()> {
     if args.first().map(String::as_str) == Some("--parse") {
         let path = args.get(1).expect("--parse BODY [N]");
         let n = args.get(2).map(|n| n.parse().expect("N"));
-        println!("parse_us {:.1}", time_parse(path, n));
+        let body = std::fs::read(path).expect("BODY");
+        let parse = || {
+            let request = WebhookRequest::parse(&body)
+                .expect("a webhook request")
+                .expect("not null");
+            std::hint::black_box(&request);
+        };
+        println!("parse_us {:.1}", time_cpu(parse, n));
+        let check = || {
+            let checked: serde::de::IgnoredAny = serde_json::from_slice(&body).expect("JSON");
+            std::hint::black_box(checked);
+        };
+        println!("check_us {:.1}", time_cpu(check, n));
         return Ok(());
     }
     let port: u16 = args.first().map_or(0, |p| p.parse().expect("PORT"));
