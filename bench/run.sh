@@ -2,7 +2,9 @@
 # Benchmarks actiongate against rasa-sdk 3.21.1 and against a bare actix-web server (the
 # transport ceiling), side by side, with the same `count_events` action and realistic Rasa
 # webhook bodies of 10, 1,000 and 10,000 events; then the apply path end to end
-# ("apply (replayed)": a confirmed apply_subscription_change answered from the store).
+# ("apply (replayed)": a confirmed apply_subscription_change answered from the store;
+# "select → apply": a new change every time, examples/apply_load.rs). It ends with the
+# figures checked against the performance targets.
 #
 # Usage: bench/run.sh [--quick] [--duration SECONDS] [--runs N] [--warmup SECONDS]
 #                     [--sizes 10,1000,10000] [--servers rasa-sdk,actiongate,ceiling]
@@ -25,7 +27,7 @@
 #
 # Needs: python3 (3.11), cargo, wrk (installed with apt-get when missing), curl.
 # Every server listens on 127.0.0.1 only; everything started here is stopped on exit.
-# A full run takes about 7 minutes.
+# A full run takes about 9 minutes.
 
 set -euo pipefail
 
@@ -111,6 +113,7 @@ fi
 CEILING_BIN="${CEILING_BIN:-$ROOT/target/release/examples/ceiling}"
 BENCH_SERVER_BIN="${BENCH_SERVER_BIN:-$ROOT/target/release/examples/bench_server}"
 ACTIONGATE_BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
+APPLY_LOAD_BIN="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
 export VENV SDK_VERSION
 
 # Everything from here on (servers, wrk, helpers) runs at a higher priority (nice
@@ -146,6 +149,13 @@ start() {
       # (one INFO line per request), as in production.
       (cd "$WORK" && exec setsid "$ACTIONGATE_BIN" serve --host 127.0.0.1 --port "$port" \
         --embedded-service-port 0 --data-dir "$WORK/apply-data") >"$logf" 2>&1 & ;;
+    apply-load)
+      # As `apply`, with the embedded service on a known port (APPLY_SERVICE_PORT) for the
+      # driver to create records on, and the per-account rate limit lifted: every request
+      # here is a new change, and the limiter would measure itself.
+      (cd "$WORK" && exec setsid "$ACTIONGATE_BIN" serve --host 127.0.0.1 --port "$port" \
+        --embedded-service-port "$APPLY_SERVICE_PORT" --data-dir "$WORK/apply-load-data" \
+        --rate-capacity 1000000) >"$logf" 2>&1 & ;;
     *) echo "unknown server $name" >&2; return 1 ;;
   esac
   echo $!
@@ -409,6 +419,40 @@ EOF
     measure "actiongate apply (replayed)" "apply ($(( $(stat -c %s "$body") / 1024 )) KiB)" \
       apply "$port" "$body" "$pid"
     cleanup
+
+    # Every request a new change: select, the question and a "yes", apply; closed loop with
+    # as many customers as wrk has connections (examples/apply_load.rs), RUNS runs, median.
+    APPLY_SERVICE_PORT=$(free_port)
+    port=$(free_port)
+    pid=$(start apply-load "$port")
+    PIDS+=("$pid")
+    wait_ready apply-load "$pid" "$port"
+    runs="$WORK/apply-load.txt"
+    : >"$runs"
+    reset_peak_rss "$pid"
+    per_run=$((DURATION * 2000))
+    for i in $(seq "$RUNS"); do
+      quiet "select → apply/$i"
+      # Each run's records are created before its clock starts; 2,000 per second of run is
+      # more than the path takes here.
+      out=$("$APPLY_LOAD_BIN" --server "http://127.0.0.1:$port" \
+        --service "http://127.0.0.1:$APPLY_SERVICE_PORT" --duration "$DURATION" \
+        --concurrency "$CONNECTIONS" --records "$per_run" --first-record $(( (i - 1) * per_run )) \
+        --cpu-pid "$pid") || { log "apply_load failed:"; echo "$out" >&2; exit 1; }
+      grep '^apply_load ' <<<"$out" >>"$runs"
+      log "$(grep '^apply_load pair' <<<"$out")"
+    done
+    rss=$(peak_rss_mib "$pid")
+    python3 - "$runs" "$rss" >>"$RESULTS" <<'EOF'
+import statistics, sys
+pairs = [dict(kv.split("=") for kv in l.split()[2:]) for l in open(sys.argv[1]) if l.startswith("apply_load pair ")]
+med = lambda k: statistics.median(float(p[k]) for p in pairs)
+print("\t".join(["select → apply (new change each)", "actiongate select → apply", "%.1f" % med("per_s"),
+                 "%d" % (med("p50_ms") * 1000), "%d" % (med("p99_ms") * 1000), sys.argv[2], "0",
+                 "%.0f" % med("cpu_us")]))
+EOF
+    log "$(tail -1 "$RESULTS")"
+    cleanup
   else
     log "skipping the apply path: $ACTIONGATE_BIN serve has no --embedded-service-port"
   fi
@@ -517,6 +561,10 @@ wrk at {os.environ.get('NICE_NOTE', 'nice 0')}.
   divided by the requests answered.
 - `apply (replayed)`: `actiongate serve` with the embedded service; the same confirmed
   apply_subscription_change posted again and again, answered from the store.
+- `select → apply`: `actiongate serve` with the embedded service, every iteration a new
+  change (select, the question, "yes", apply: every check, the command, the store, the
+  audit trail) for {conns} customers at once in a closed loop (examples/apply_load.rs);
+  req/s is changes per second, the latencies are of the pair, CPU is per change.
 
 Produced by `bench/run.sh`.
 """
