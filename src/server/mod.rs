@@ -309,6 +309,17 @@ async fn cors_and_preflight(
 }
 
 impl AppState {
+    /// The action's label for metrics: its name when the server has it, `<unknown>`
+    /// otherwise, so callers can't grow the metrics with names of their own.
+    fn call_info(&self, name: &str) -> CallInfo {
+        let action = if self.registry.get(name).is_some() {
+            name.to_owned()
+        } else {
+            "<unknown>".to_owned()
+        };
+        CallInfo { action }
+    }
+
     /// The token, from Rasa's query parameter or `Authorization: Bearer`.
     fn authorize(&self, req: &HttpRequest) -> Result<(), ApiError> {
         let Some(expected) = &self.token_digest else {
@@ -378,9 +389,7 @@ async fn webhook(
             // one, as rasa-sdk's order does.
             let name = ActionNameOnly::read(&body);
             if let Some(name) = &name {
-                req.extensions_mut().insert(CallInfo {
-                    action: name.clone(),
-                });
+                req.extensions_mut().insert(state.call_info(name));
                 if state.registry.get(name).is_none() {
                     return Err(ApiError::UnknownAction(name.clone()));
                 }
@@ -397,9 +406,7 @@ async fn webhook(
     let Some(name) = request.next_action.clone().filter(|n| !n.is_empty()) else {
         return Ok(HttpResponse::Ok().json(Value::Null));
     };
-    req.extensions_mut().insert(CallInfo {
-        action: name.clone(),
-    });
+    req.extensions_mut().insert(state.call_info(&name));
     tracing::Span::current().record("action", name.as_str());
     let Some(action) = state.registry.get(&name).cloned() else {
         return Err(ApiError::UnknownAction(name));
