@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actiongate::eval::script::{Conversation, Endpoint};
+use actiongate::eval::script::{put_stop_renewal_record, Conversation, Endpoint};
 use serde_json::{json, Value};
 
 struct Args {
@@ -73,25 +73,7 @@ fn account(i: usize) -> String {
 }
 
 async fn create_record(http: &reqwest::Client, service: &str, i: usize) {
-    let body = json!({"id": record_id(i), "account": account(i), "product": "Load Box",
-        "plan": "monthly", "status": "active",
-        "options": [{"change_type": "stop_renewal",
-                     "label": "Stop renewal at the end of the current period",
-                     "effective_at": "2027-02-01T00:00:00Z",
-                     "entitlements": "January box ships as usual; no charge on 2027-02-01"}],
-        "notes": []});
-    let r = http
-        .put(format!("{service}/v1/subscriptions/{}", record_id(i)))
-        .json(&body)
-        .send()
-        .await
-        .expect("the service answers");
-    assert!(
-        r.status().is_success(),
-        "PUT {}: {}",
-        record_id(i),
-        r.status()
-    );
+    put_stop_renewal_record(http, service, &record_id(i), &account(i), "Load Box").await;
 }
 
 /// Changes the service holds for a record (its revision counts them: 1 when untouched).

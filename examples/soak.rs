@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actiongate::eval::script::{outcome_of, Conversation, Endpoint};
+use actiongate::eval::script::{outcome_of, put_stop_renewal_record, Conversation, Endpoint};
 use serde_json::{json, Value};
 
 const ACCOUNTS: usize = 20;
@@ -103,22 +103,7 @@ async fn get_record(http: &reqwest::Client, service: &str, id: &str) -> Value {
 }
 
 async fn create_record(http: &reqwest::Client, service: &str, i: usize) {
-    let body = json!({"id": record_id(i), "account": account(i), "product": "Soak Box", "plan": "monthly", "status": "active",
-        "options": [{"change_type": "stop_renewal", "label": "Stop renewal at the end of the current period",
-                     "effective_at": "2027-02-01T00:00:00Z", "entitlements": "January box ships as usual; no charge on 2027-02-01"}],
-        "notes": []});
-    let r = http
-        .put(format!("{service}/v1/subscriptions/{}", record_id(i)))
-        .json(&body)
-        .send()
-        .await
-        .expect("the service answers");
-    assert!(
-        r.status().is_success(),
-        "PUT {}: {}",
-        record_id(i),
-        r.status()
-    );
+    put_stop_renewal_record(http, service, &record_id(i), &account(i), "Soak Box").await;
 }
 
 fn summary(body: &Value) -> String {

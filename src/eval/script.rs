@@ -257,6 +257,32 @@ impl Conversation {
     }
 }
 
+/// Creates (or replaces) a subscription record offering one change, `stop_renewal`,
+/// through the service's administration route: the record the load drivers
+/// (examples/soak.rs, examples/apply_load.rs) change. Panics when the service refuses.
+pub async fn put_stop_renewal_record(
+    http: &reqwest::Client,
+    service: &str,
+    id: &str,
+    account: &str,
+    product: &str,
+) {
+    let body = json!({"id": id, "account": account, "product": product,
+        "plan": "monthly", "status": "active",
+        "options": [{"change_type": "stop_renewal",
+                     "label": "Stop renewal at the end of the current period",
+                     "effective_at": "2027-02-01T00:00:00Z",
+                     "entitlements": "January box ships as usual; no charge on 2027-02-01"}],
+        "notes": []});
+    let r = http
+        .put(format!("{service}/v1/subscriptions/{id}"))
+        .json(&body)
+        .send()
+        .await
+        .expect("the service answers");
+    assert!(r.status().is_success(), "PUT {id}: {}", r.status());
+}
+
 /// The outcome object in an action's answer (the first response's `custom` payload).
 pub fn outcome_of(body: &Value) -> Value {
     body["responses"][0]["custom"].clone()
