@@ -12,7 +12,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::{from_fn, Next};
-use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer, Route};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -125,7 +125,7 @@ struct AppState {
 /// The action name and sender of a webhook call, for the request's span and metrics.
 #[derive(Clone)]
 struct CallInfo {
-    action: String,
+    action: &'static str,
 }
 
 /// Starts serving on a bound listener. The returned server runs until stopped (its
@@ -153,34 +153,10 @@ pub fn serve(
             .app_data(state.clone())
             .wrap(from_fn(cors_and_preflight))
             .wrap(from_fn(observe))
-            .service(
-                web::resource(["/webhook", "/webhook/"])
-                    .route(web::post().to(webhook))
-                    .default_service(web::to(|| async {
-                        Err::<HttpResponse, _>(ApiError::MethodNotAllowed("POST"))
-                    })),
-            )
-            .service(
-                web::resource(["/health", "/health/"])
-                    .route(web::get().to(health))
-                    .default_service(web::to(|| async {
-                        Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
-                    })),
-            )
-            .service(
-                web::resource(["/actions", "/actions/"])
-                    .route(web::get().to(actions))
-                    .default_service(web::to(|| async {
-                        Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
-                    })),
-            )
-            .service(
-                web::resource(["/metrics", "/metrics/"])
-                    .route(web::get().to(metrics))
-                    .default_service(web::to(|| async {
-                        Err::<HttpResponse, _>(ApiError::MethodNotAllowed("GET"))
-                    })),
-            )
+            .configure(|cfg| endpoint(cfg, "/webhook", "POST", || web::post().to(webhook)))
+            .configure(|cfg| endpoint(cfg, "/health", "GET", || web::get().to(health)))
+            .configure(|cfg| endpoint(cfg, "/actions", "GET", || web::get().to(actions)))
+            .configure(|cfg| endpoint(cfg, "/metrics", "GET", || web::get().to(metrics)))
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::NotFound)
             }))
@@ -198,6 +174,17 @@ pub fn serve(
         None => server.listen(listener)?,
     };
     Ok(server.run())
+}
+
+/// Registers `path` and `path/` (the same route, as rasa-sdk has it) as two resources
+/// with static paths, which match by comparison; one resource with both paths would match
+/// by regex on every request. Other methods get 405 naming the allowed one.
+fn endpoint(cfg: &mut web::ServiceConfig, path: &str, allowed: &'static str, route: fn() -> Route) {
+    for path in [path.to_owned(), format!("{path}/")] {
+        cfg.service(web::resource(path).route(route()).default_service(web::to(
+            move || async move { Err::<HttpResponse, _>(ApiError::MethodNotAllowed(allowed)) },
+        )));
+    }
 }
 
 /// One span per request, with the action, sender, status and duration; and the metrics.
@@ -224,8 +211,7 @@ async fn observe(
         .request()
         .extensions()
         .get::<CallInfo>()
-        .map(|c| c.action.clone())
-        .unwrap_or_default();
+        .map_or("", |c| c.action);
     span.record("status", status);
     span.record("ms", elapsed.as_secs_f64() * 1000.0);
     span.in_scope(|| tracing::info!("served"));
@@ -312,11 +298,7 @@ impl AppState {
     /// The action's label for metrics: its name when the server has it, `<unknown>`
     /// otherwise, so callers can't grow the metrics with names of their own.
     fn call_info(&self, name: &str) -> CallInfo {
-        let action = if self.registry.get(name).is_some() {
-            name.to_owned()
-        } else {
-            "<unknown>".to_owned()
-        };
+        let action = self.registry.get(name).map_or("<unknown>", |a| a.name());
         CallInfo { action }
     }
 
