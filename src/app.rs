@@ -26,6 +26,7 @@ pub struct Settings {
     pub subscriptions_url: Option<String>,
     pub subscriptions_token: Option<String>,
     pub subscriptions_timeout: Duration,
+    pub subscriptions_max_in_flight: usize,
     pub embedded_port: u16,
     pub embedded_seed: String,
     pub embedded_command_delay: Duration,
@@ -123,6 +124,17 @@ impl Settings {
                 "must be in (0, 300]",
             ));
         }
+        let max_in_flight = args
+            .subscriptions_max_in_flight
+            .or_else(|| subs.and_then(|s| s.max_in_flight))
+            .unwrap_or(crate::subscriptions::DEFAULT_MAX_IN_FLIGHT);
+        if max_in_flight == 0 {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.subscriptions.max_in_flight",
+                "must be at least 1",
+            ));
+        }
         let limits = BodyLimits {
             max_body: args
                 .body_limit
@@ -181,6 +193,7 @@ impl Settings {
                 .clone()
                 .or_else(|| subs.and_then(|s| s.token.clone())),
             subscriptions_timeout: Duration::from_secs_f64(timeout),
+            subscriptions_max_in_flight: max_in_flight,
             embedded_port: args
                 .embedded_service_port
                 .or_else(|| embedded_section.and_then(|e| e.port))
@@ -289,18 +302,20 @@ pub async fn start_with(
         }
     };
     let store = Store::connect(&settings.database_url).await?;
-    let client = ServiceClient::new(
+    let client = ServiceClient::with_max_in_flight(
         &service_url,
         settings.subscriptions_timeout,
         settings.subscriptions_token.clone(),
+        settings.subscriptions_max_in_flight,
     )?;
     let guard = Guard {
         config: Arc::new(settings.consent.clone()),
         client,
         store: store.clone(),
     };
-    // Only operations untouched for longer than a command can take are reconciled, so a
-    // command still in flight on another replica is left alone.
+    // Only operations untouched for longer than a command can take (a wait for a turn,
+    // then the call, each up to the timeout) are reconciled, so a command still in flight
+    // on another replica is left alone.
     let min_age = settings.subscriptions_timeout * 2 + Duration::from_secs(1);
     spawn_housekeeping(
         guard.clone(),

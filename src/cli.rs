@@ -103,6 +103,10 @@ pub struct ServeArgs {
     /// Timeout of one call to the subscription service, in seconds.
     #[arg(long)]
     pub subscriptions_timeout: Option<f64>,
+    /// Calls to the subscription service in flight at once; more wait for a turn within
+    /// their timeout (default 64).
+    #[arg(long)]
+    pub subscriptions_max_in_flight: Option<usize>,
     /// Port of the embedded subscription service on 127.0.0.1 (0 picks a free one).
     #[arg(long)]
     pub embedded_service_port: Option<u16>,

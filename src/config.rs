@@ -110,6 +110,8 @@ pub struct SubscriptionsSection {
     pub timeout_secs: Option<f64>,
     #[serde(default)]
     pub token: Option<String>,
+    #[serde(default)]
+    pub max_in_flight: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

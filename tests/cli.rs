@@ -83,6 +83,16 @@ fn a_misspelled_or_mistyped_endpoints_key_fails() {
         !ok && stderr.contains("actiongate.embedded_service.seed"),
         "{stderr}"
     );
+    std::fs::write(
+        dir.path().join("endpoints.yml"),
+        "actiongate:\n  subscriptions:\n    max_in_flight: 0\n",
+    )
+    .unwrap();
+    let (ok, stderr) = check(dir.path());
+    assert!(
+        !ok && stderr.contains("actiongate.subscriptions.max_in_flight: must be at least 1"),
+        "{stderr}"
+    );
 }
 
 #[test]

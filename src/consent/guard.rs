@@ -540,7 +540,10 @@ fn target(inputs: &ApplyInputs) -> Option<String> {
 mod tests {
     //! The client's mapping of every answer of a real (embedded) service to a command
     //! outcome. Here because only this module can make a `ConfirmedChange`.
+    use std::sync::atomic::Ordering;
+
     use super::*;
+    use crate::subscriptions::client::testing;
     use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
 
     fn change(subscription: &str, change_type: &str, revision: i64, key: &str) -> ConfirmedChange {
@@ -684,5 +687,43 @@ mod tests {
             .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k7"))
             .await;
         assert!(matches!(outcome, CommandOutcome::Unknown(_)), "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn a_command_that_gets_no_turn_is_never_sent() {
+        // The service holds every call far longer than the timeout, and one call may be
+        // in flight: the first command takes the turn and times out after sending, the
+        // second gets the turn then, the later ones wait out their timeout.
+        let (url, seen) = testing::service(Duration::from_secs(5), "201 Created", "{}", None).await;
+        let client =
+            ServiceClient::with_max_in_flight(&url, Duration::from_millis(800), None, 1).unwrap();
+        let commands = (0..4).map(|i| {
+            let client = client.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(100 * i)).await;
+                client
+                    .send_change(&change("WS-SUB-1", "stop_renewal", 1, &format!("key-{i}")))
+                    .await
+            }
+        });
+        let outcomes = futures_util::future::join_all(commands).await;
+        let not_sent = outcomes
+            .iter()
+            .filter(|o| matches!(o, CommandOutcome::NotSent(why) if why.contains("busy")))
+            .count();
+        let unknown = outcomes
+            .iter()
+            .filter(|o| matches!(o, CommandOutcome::Unknown(_)))
+            .count();
+        assert_eq!(not_sent + unknown, 4, "{outcomes:?}");
+        assert!(not_sent >= 1, "{outcomes:?}");
+        // What was reported not sent never reached the service. (The service may be
+        // working on more than one: a call the client gave up on still runs there. The
+        // bound is on what this client has outstanding.)
+        assert_eq!(
+            seen.received.load(Ordering::SeqCst),
+            unknown,
+            "{outcomes:?}"
+        );
     }
 }

@@ -216,7 +216,7 @@ async fn observe(
     span.record("ms", elapsed.as_secs_f64() * 1000.0);
     span.in_scope(|| tracing::info!("served"));
     if let Some(state) = state {
-        state.metrics.record(route, &action, status, elapsed);
+        state.metrics.record(route, action, status, elapsed);
     }
     Ok(res)
 }

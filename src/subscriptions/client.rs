@@ -1,11 +1,13 @@
 //! The client of the subscription service: a configured value (base URL, timeout,
-//! token) that maps every answer to what it means for the customer. It fails closed:
-//! when it cannot tell, it says so.
+//! token, how many calls may be in flight) that maps every answer to what it means for the
+//! customer. It fails closed: when it cannot tell, it says so.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{header, StatusCode};
 use serde::Deserialize;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::model::{Change, Subscription};
 use crate::consent::ConfirmedChange;
@@ -19,7 +21,18 @@ pub enum ServiceError {
     Status { status: u16, message: String },
     #[error("the subscription service sent an answer that could not be read: {0}")]
     Invalid(String),
+    /// Every turn stayed taken for the whole timeout: the call was never made.
+    #[error("the subscription service is busy: {0} calls were in flight for the whole timeout")]
+    Busy(usize),
 }
+
+/// Calls in flight at once by default. Each holds a connection and its buffers, so the
+/// bound is also a bound on memory when bursts come in, and on the load put on the service.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+
+/// The largest answer read from the service. Answers are a record, a change or one
+/// account's list; anything larger is refused as unreadable rather than buffered.
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
 /// What became of a command.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,30 +61,52 @@ struct ErrorBody {
     message: Option<String>,
 }
 
-/// Where the service is and how to talk to it.
+/// Where the service is and how to talk to it. Clones share the connections and the turns.
 #[derive(Debug, Clone)]
 pub struct ServiceClient {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
+    /// How long a call waits for a turn; the call itself then has as long again.
+    timeout: Duration,
+    /// One permit per call in flight.
+    turns: Arc<Semaphore>,
+    max_in_flight: usize,
 }
 
 impl ServiceClient {
+    /// A client allowing [`DEFAULT_MAX_IN_FLIGHT`] calls at once.
     pub fn new(
         base_url: &str,
         timeout: Duration,
         token: Option<String>,
     ) -> Result<Self, reqwest::Error> {
+        Self::with_max_in_flight(base_url, timeout, token, DEFAULT_MAX_IN_FLIGHT)
+    }
+
+    /// A client allowing `max_in_flight` calls at once (at least 1); further calls wait
+    /// for a turn, within their timeout.
+    pub fn with_max_in_flight(
+        base_url: &str,
+        timeout: Duration,
+        token: Option<String>,
+        max_in_flight: usize,
+    ) -> Result<Self, reqwest::Error> {
         crate::telemetry::install_crypto();
+        let max_in_flight = max_in_flight.max(1);
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(max_in_flight)
             .build()?;
         Ok(Self {
             base: base_url.trim_end_matches('/').to_owned(),
             token,
             http,
+            timeout,
+            turns: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
         })
     }
 
@@ -79,7 +114,24 @@ impl ServiceClient {
         &self.base
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    /// Waits for a turn, at most the timeout; `Busy` when none comes (nothing was sent).
+    /// The call then gets its whole timeout: a call left with a sliver of time would be
+    /// sent and then abandoned, and a command abandoned that way has an unknown outcome.
+    /// So a call takes at most twice the timeout, which the reconciler waits out.
+    async fn turn(&self) -> Result<SemaphorePermit<'_>, ServiceError> {
+        tokio::time::timeout(self.timeout, self.turns.acquire())
+            .await
+            .map_err(|_| ServiceError::Busy(self.max_in_flight))?
+            .map_err(|_| ServiceError::Busy(self.max_in_flight))
+    }
+
+    /// A request, to be sent while holding a turn.
+    fn request(
+        &self,
+        _turn: &SemaphorePermit<'_>,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
         let builder = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
             Some(token) => builder.bearer_auth(token),
@@ -90,8 +142,9 @@ impl ServiceClient {
     /// The account's subscriptions (the service filters them).
     pub async fn list(&self, account: &str) -> Result<Vec<Subscription>, ServiceError> {
         let path = format!("/v1/accounts/{}/subscriptions", segment(account));
+        let turn = self.turn().await?;
         let response = self
-            .request(reqwest::Method::GET, &path)
+            .request(&turn, reqwest::Method::GET, &path)
             .send()
             .await
             .map_err(ServiceError::Unreachable)?;
@@ -101,8 +154,9 @@ impl ServiceClient {
     /// One subscription as it is now; `None` when the service does not know it.
     pub async fn get(&self, id: &str) -> Result<Option<Subscription>, ServiceError> {
         let path = format!("/v1/subscriptions/{}", segment(id));
+        let turn = self.turn().await?;
         let response = self
-            .request(reqwest::Method::GET, &path)
+            .request(&turn, reqwest::Method::GET, &path)
             .send()
             .await
             .map_err(ServiceError::Unreachable)?;
@@ -115,8 +169,9 @@ impl ServiceClient {
     /// The change made under a request key, if any.
     pub async fn get_change(&self, request_key: &str) -> Result<Option<Change>, ServiceError> {
         let path = format!("/v1/changes/{}", segment(request_key));
+        let turn = self.turn().await?;
         let response = self
-            .request(reqwest::Method::GET, &path)
+            .request(&turn, reqwest::Method::GET, &path)
             .send()
             .await
             .map_err(ServiceError::Unreachable)?;
@@ -136,8 +191,12 @@ impl ServiceClient {
             change.request_key(),
         );
         let path = format!("/v1/subscriptions/{}/changes", segment(subscription));
+        let turn = match self.turn().await {
+            Ok(turn) => turn,
+            Err(e) => return CommandOutcome::NotSent(e.to_string()),
+        };
         let sent = self
-            .request(reqwest::Method::POST, &path)
+            .request(&turn, reqwest::Method::POST, &path)
             .header(header::IF_MATCH, format!("\"r{revision}\""))
             .header("Idempotency-Key", request_key)
             .json(&serde_json::json!({"change_type": change_type}))
@@ -154,7 +213,7 @@ impl ServiceClient {
             .get("Idempotent-Replayed")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let body = match response.bytes().await {
+        let body = match read_capped(response).await {
             Ok(body) => body,
             Err(e) => return CommandOutcome::Unknown(format!("the answer was lost: {e}")),
         };
@@ -211,11 +270,48 @@ fn error_message(body: &[u8]) -> String {
     }
 }
 
+/// Why an answer's body was not read.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error("{0}")]
+    Lost(#[source] reqwest::Error),
+    #[error("the answer is larger than {MAX_ANSWER_BYTES} bytes")]
+    TooLarge,
+}
+
+impl From<ReadError> for ServiceError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Lost(e) => ServiceError::Unreachable(e),
+            ReadError::TooLarge => ServiceError::Invalid(e.to_string()),
+        }
+    }
+}
+
+/// The answer's body, refused past [`MAX_ANSWER_BYTES`] (before reading it, when the
+/// service declares its length).
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, ReadError> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(ReadError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(ReadError::Lost)? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(ReadError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 async fn read_json<T: serde::de::DeserializeOwned>(
     response: reqwest::Response,
 ) -> Result<T, ServiceError> {
     let status = response.status();
-    let body = response.bytes().await.map_err(ServiceError::Unreachable)?;
+    let body = read_capped(response).await?;
     if !status.is_success() {
         return Err(ServiceError::Status {
             status: status.as_u16(),
@@ -223,4 +319,145 @@ async fn read_json<T: serde::de::DeserializeOwned>(
         });
     }
     serde_json::from_slice(&body).map_err(|e| ServiceError::Invalid(e.to_string()))
+}
+
+/// A real HTTP service for the client's tests, counting what reaches it.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// What the test service saw.
+    #[derive(Default)]
+    pub struct Seen {
+        pub received: AtomicUsize,
+        pub in_flight: AtomicUsize,
+        pub most_in_flight: AtomicUsize,
+    }
+
+    /// A real HTTP/1.1 service on loopback that holds every request for `hold`, then
+    /// answers `status` with `body` (declaring `declared` bytes, or the body's length).
+    pub async fn service(
+        hold: Duration,
+        status: &'static str,
+        body: &'static str,
+        declared: Option<usize>,
+    ) -> (String, Arc<Seen>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Seen::default());
+        let counts = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let seen = counts.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    let mut len = 0;
+                    loop {
+                        // One request: headers (and, for these tests, a small body in the
+                        // same read). Keep-alive: loop for the next one.
+                        let Ok(n) = socket.read(&mut buf[len..]).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        len += n;
+                        if !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                            continue;
+                        }
+                        len = 0;
+                        seen.received.fetch_add(1, Ordering::SeqCst);
+                        let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(hold).await;
+                        seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+                        let head = format!(
+                            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            declared.unwrap_or(body.len())
+                        );
+                        if socket.write_all(head.as_bytes()).await.is_err()
+                            || socket.write_all(body.as_bytes()).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, seen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::testing::service;
+    use super::*;
+
+    #[tokio::test]
+    async fn calls_beyond_the_bound_wait_for_a_turn_and_all_complete() {
+        let (url, seen) = service(Duration::from_millis(100), "200 OK", "[]", None).await;
+        let client =
+            ServiceClient::with_max_in_flight(&url, Duration::from_secs(10), None, 3).unwrap();
+        let calls = (0..12).map(|i| {
+            let client = client.clone();
+            async move { client.list(&format!("acct-{i}")).await }
+        });
+        let results = futures_util::future::join_all(calls).await;
+        assert!(results
+            .iter()
+            .all(|r| matches!(r, Ok(list) if list.is_empty())));
+        assert_eq!(seen.received.load(Ordering::SeqCst), 12);
+        // Never more than the bound at the service, and the bound was used.
+        assert_eq!(seen.most_in_flight.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn an_answer_past_the_limit_is_refused_unread() {
+        // Declared too large: refused before reading.
+        let (url, _) = service(Duration::ZERO, "200 OK", "[]", Some(MAX_ANSWER_BYTES + 1)).await;
+        let client = ServiceClient::new(&url, Duration::from_secs(5), None).unwrap();
+        let err = client.list("acct-1").await.unwrap_err();
+        assert!(
+            matches!(&err, ServiceError::Invalid(why) if why.contains("larger than")),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_undeclared_answer_past_the_limit_is_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 16 * 1024];
+            let _ = socket.read(&mut buf).await;
+            // Chunked, without an end: the client must stop reading at the limit.
+            let _ = socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n")
+                .await;
+            let chunk = format!("{:x}\r\n{}\r\n", 64 * 1024, " ".repeat(64 * 1024));
+            loop {
+                if socket.write_all(chunk.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let client = ServiceClient::new(&url, Duration::from_secs(20), None).unwrap();
+        let err = client.get("WS-SUB-1").await.unwrap_err();
+        assert!(
+            matches!(&err, ServiceError::Invalid(why) if why.contains("larger than")),
+            "{err:?}"
+        );
+    }
 }

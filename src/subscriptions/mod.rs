@@ -6,5 +6,7 @@ pub mod client;
 pub mod embedded;
 pub mod model;
 
-pub use client::{CommandOutcome, ServiceClient, ServiceError};
+pub use client::{
+    CommandOutcome, ServiceClient, ServiceError, DEFAULT_MAX_IN_FLIGHT, MAX_ANSWER_BYTES,
+};
 pub use model::{Change, ChangeOption, Note, Subscription};
