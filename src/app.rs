@@ -145,6 +145,20 @@ impl Settings {
                 .or_else(|| server.and_then(|s| s.decompressed_limit))
                 .unwrap_or(BodyLimits::default().max_decompressed),
         };
+        let body_budget = args
+            .body_budget
+            .or_else(|| server.and_then(|s| s.body_budget))
+            .unwrap_or(crate::server::DEFAULT_BODY_BUDGET);
+        if body_budget < limits.max_body {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.server.body_budget",
+                format!(
+                    "must be at least the body limit ({} bytes), or no body that large could be read",
+                    limits.max_body
+                ),
+            ));
+        }
         let cors = CorsPolicy::new(args.cors.as_deref().unwrap_or_default())
             .map_err(|e| ConfigError::new("--cors", "cors", e))?;
         let action_endpoint = file.action_endpoint.as_ref();
@@ -168,6 +182,7 @@ impl Settings {
             port: args.port.unwrap_or(5055),
             server: ServerSettings {
                 limits,
+                body_budget,
                 auth_token: args
                     .auth_token
                     .clone()

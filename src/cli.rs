@@ -91,6 +91,10 @@ pub struct ServeArgs {
     /// Largest decompressed body accepted, in bytes.
     #[arg(long)]
     pub decompressed_limit: Option<usize>,
+    /// Bytes of request bodies held at once, received and decompressed, across all
+    /// requests; a request that would go past it gets 503 (default 1 GiB).
+    #[arg(long)]
+    pub body_budget: Option<usize>,
     /// Worker threads (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,

@@ -164,6 +164,8 @@ pub struct ServerSection {
     #[serde(default)]
     pub decompressed_limit: Option<usize>,
     #[serde(default)]
+    pub body_budget: Option<usize>,
+    #[serde(default)]
     pub token_name: Option<String>,
     #[serde(default)]
     pub workers: Option<usize>,

@@ -85,6 +85,16 @@ fn a_misspelled_or_mistyped_endpoints_key_fails() {
     );
     std::fs::write(
         dir.path().join("endpoints.yml"),
+        "actiongate:\n  server:\n    body_limit: 2048\n    body_budget: 1024\n",
+    )
+    .unwrap();
+    let (ok, stderr) = check(dir.path());
+    assert!(
+        !ok && stderr.contains("actiongate.server.body_budget: must be at least the body limit"),
+        "{stderr}"
+    );
+    std::fs::write(
+        dir.path().join("endpoints.yml"),
         "actiongate:\n  subscriptions:\n    max_in_flight: 0\n",
     )
     .unwrap();

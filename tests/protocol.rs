@@ -754,3 +754,89 @@ async fn a_tracker_of_ten_thousand_events_is_served() {
     assert_eq!(status, 200);
     assert_eq!(answer["events"][0]["value"], 10_000);
 }
+
+/// A body padded to about `size` bytes with a key the server ignores.
+fn padded(size: usize) -> String {
+    let mut value = body("count_events");
+    value["padding"] = json!(" ".repeat(size));
+    value.to_string()
+}
+
+#[tokio::test]
+async fn bodies_past_the_budget_get_503_and_the_budget_comes_back() {
+    use tokio::io::AsyncWriteExt;
+    let s = spawn(|settings| {
+        settings.limits.max_body = 1024 * 1024;
+        settings.body_budget = 1024 * 1024;
+    })
+    .await;
+    // A client declares 900 KB and sends a little: the server holds room for it.
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stalled
+        .write_all(b"POST /webhook HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 900000\r\n\r\n{\"next_action\":")
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Another 300 KB does not fit beside it: 503, a JSON error, nothing run.
+    let (status, _, text) = s
+        .post(
+            "/webhook",
+            padded(300_000),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(status, 503, "{text}");
+    assert!(json_error(&text)["error"]
+        .as_str()
+        .unwrap()
+        .contains("as many request bodies as it may"));
+    // A gzip body that would inflate past the room left is refused the same way, while
+    // decompressing, long before its own limit.
+    let (status, _, text) = s
+        .post(
+            "/webhook",
+            gzip(padded(600_000).as_bytes()),
+            &[
+                ("content-type", "application/json"),
+                ("content-encoding", "gzip"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 503, "{text}");
+    json_error(&text);
+    // Small requests still fit, and are served.
+    s.still_serves().await;
+    // When the stalled request goes away, its room comes back.
+    drop(stalled);
+    let mut served = false;
+    for _ in 0..50 {
+        let (status, _, _) = s
+            .post(
+                "/webhook",
+                padded(300_000),
+                &[("content-type", "application/json")],
+            )
+            .await;
+        if status == 200 {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        served,
+        "the room held by the dropped request never came back"
+    );
+    let (status, _, _) = s
+        .post(
+            "/webhook",
+            gzip(padded(600_000).as_bytes()),
+            &[
+                ("content-type", "application/json"),
+                ("content-encoding", "gzip"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200);
+}

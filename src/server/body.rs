@@ -1,13 +1,16 @@
 //! Reading a request body: a bound on the bytes received, then on the bytes they
-//! decompress to (deflate as zlib or raw, and gzip; the header matched in any case).
+//! decompress to (deflate as zlib or raw, and gzip; the header matched in any case), and
+//! a budget for the bytes of all the bodies held at once.
 
 use std::io::Read;
+use std::sync::Arc;
 
 use actix_web::http::header::{HeaderMap, CONTENT_ENCODING, CONTENT_LENGTH};
 use actix_web::web;
 use bytes::{Bytes, BytesMut};
 use flate2::read::{DeflateDecoder, MultiGzDecoder, ZlibDecoder};
 use futures_util::StreamExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::errors::ApiError;
 
@@ -29,12 +32,78 @@ impl Default for BodyLimits {
     }
 }
 
-/// Reads the whole body, refusing it as soon as it passes the limit.
+/// The bytes of request bodies the server holds at once, across all requests, as they
+/// are received and decompressed. A request that would go past it gets 503 at once
+/// (waiting while holding part of a body could leave every request waiting on another),
+/// so many large bodies at once cannot exhaust memory.
+#[derive(Debug, Clone)]
+pub struct BodyBudget {
+    /// One permit per KiB.
+    kib: Arc<Semaphore>,
+    bytes: usize,
+}
+
+/// The share of the budget one request holds, returned when it is dropped.
+#[derive(Debug, Default)]
+pub struct Held {
+    permit: Option<OwnedSemaphorePermit>,
+    kib: usize,
+}
+
+/// 1 GiB.
+pub const DEFAULT_BODY_BUDGET: usize = 1024 * 1024 * 1024;
+
+impl BodyBudget {
+    pub fn new(bytes: usize) -> Self {
+        let kib = bytes.div_ceil(1024).min(Semaphore::MAX_PERMITS);
+        Self {
+            kib: Arc::new(Semaphore::new(kib)),
+            bytes,
+        }
+    }
+
+    /// Grows `held` to cover `bytes`; `Busy` when the budget has no room.
+    pub fn cover(&self, held: &mut Held, bytes: usize) -> Result<(), ApiError> {
+        let needed = bytes.div_ceil(1024);
+        if needed <= held.kib {
+            return Ok(());
+        }
+        let more = u32::try_from(needed - held.kib).map_err(|_| self.busy())?;
+        let permit = self
+            .kib
+            .clone()
+            .try_acquire_many_owned(more)
+            .map_err(|_| self.busy())?;
+        match &mut held.permit {
+            Some(p) => p.merge(permit),
+            None => held.permit = Some(permit),
+        }
+        held.kib = needed;
+        Ok(())
+    }
+
+    fn busy(&self) -> ApiError {
+        ApiError::Busy(format!(
+            "the server is holding as many request bodies as it may ({} bytes); try again shortly",
+            self.bytes
+        ))
+    }
+}
+
+impl Default for BodyBudget {
+    fn default() -> Self {
+        Self::new(DEFAULT_BODY_BUDGET)
+    }
+}
+
+/// Reads the whole body, refusing it as soon as it passes the limit or the budget. The
+/// body's share of the budget is held until the returned [`Held`] is dropped.
 pub async fn read(
     headers: &HeaderMap,
     mut payload: web::Payload,
     limits: BodyLimits,
-) -> Result<Bytes, ApiError> {
+    budget: &BodyBudget,
+) -> Result<(Bytes, Held), ApiError> {
     let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -44,7 +113,10 @@ pub async fn read(
             limit: limits.max_body,
         });
     }
-    let mut body = BytesMut::with_capacity(declared.unwrap_or(8 * 1024).min(limits.max_body));
+    let mut held = Held::default();
+    let capacity = declared.unwrap_or(8 * 1024).min(limits.max_body);
+    budget.cover(&mut held, capacity)?;
+    let mut body = BytesMut::with_capacity(capacity);
     while let Some(chunk) = payload.next().await {
         let chunk = chunk
             .map_err(|e| ApiError::bad_request(format!("could not read the body: {e}"), None))?;
@@ -53,6 +125,7 @@ pub async fn read(
                 limit: limits.max_body,
             });
         }
+        budget.cover(&mut held, body.len() + chunk.len())?;
         body.extend_from_slice(&chunk);
     }
     let encoding = match headers.get(CONTENT_ENCODING) {
@@ -63,21 +136,41 @@ pub async fn read(
                 .map_err(|_| ApiError::UnsupportedEncoding("<not text>".into()))?,
         ),
     };
-    decode(encoding, body.freeze(), limits.max_decompressed)
+    let received = body.len();
+    let body = decode_within(
+        encoding,
+        body.freeze(),
+        limits.max_decompressed,
+        &mut |out| {
+            // The compressed bytes stay held while they decompress.
+            budget.cover(&mut held, received + out)
+        },
+    )?;
+    Ok((body, held))
 }
 
 /// Decompresses a body according to its `Content-Encoding` (matched in any case),
 /// refusing output beyond `max` bytes.
 pub fn decode(encoding: Option<&str>, body: Bytes, max: usize) -> Result<Bytes, ApiError> {
+    decode_within(encoding, body, max, &mut |_| Ok(()))
+}
+
+/// [`decode`], asking `cover` for room before the output grows to each new size.
+fn decode_within(
+    encoding: Option<&str>,
+    body: Bytes,
+    max: usize,
+    cover: &mut dyn FnMut(usize) -> Result<(), ApiError>,
+) -> Result<Bytes, ApiError> {
     let Some(encoding) = encoding else {
         return Ok(body);
     };
     let encoding = encoding.trim().to_ascii_lowercase();
     match encoding.as_str() {
         "" | "identity" => Ok(body),
-        "deflate" if is_zlib(&body) => inflate(ZlibDecoder::new(&body[..]), max),
-        "deflate" => inflate(DeflateDecoder::new(&body[..]), max),
-        "gzip" | "x-gzip" => inflate(MultiGzDecoder::new(&body[..]), max),
+        "deflate" if is_zlib(&body) => inflate(ZlibDecoder::new(&body[..]), max, cover),
+        "deflate" => inflate(DeflateDecoder::new(&body[..]), max, cover),
+        "gzip" | "x-gzip" => inflate(MultiGzDecoder::new(&body[..]), max, cover),
         other => Err(ApiError::UnsupportedEncoding(other.to_owned())),
     }
 }
@@ -90,13 +183,29 @@ fn is_zlib(body: &[u8]) -> bool {
     }
 }
 
-fn inflate(decoder: impl Read, max: usize) -> Result<Bytes, ApiError> {
+fn inflate(
+    decoder: impl Read,
+    max: usize,
+    cover: &mut dyn FnMut(usize) -> Result<(), ApiError>,
+) -> Result<Bytes, ApiError> {
+    const STEP: usize = 256 * 1024;
     let mut out = Vec::new();
     // One byte past the limit tells "exactly at the limit" from "over it".
-    decoder
-        .take((max as u64).saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| ApiError::bad_request(format!("the compressed body is invalid: {e}"), None))?;
+    let mut limited = decoder.take((max as u64).saturating_add(1));
+    loop {
+        // Room for the next step is covered before it is allocated.
+        out.reserve_exact(STEP);
+        cover(out.capacity())?;
+        let n = (&mut limited)
+            .take(STEP as u64)
+            .read_to_end(&mut out)
+            .map_err(|e| {
+                ApiError::bad_request(format!("the compressed body is invalid: {e}"), None)
+            })?;
+        if n == 0 {
+            break;
+        }
+    }
     if out.len() > max {
         return Err(ApiError::TooLarge { limit: max });
     }

@@ -44,6 +44,9 @@ pub enum ApiError {
     },
     #[error("the server is shutting down")]
     Unavailable,
+    /// Too much is held at once; nothing was done.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl ApiError {
@@ -77,7 +80,7 @@ impl ResponseError for ApiError {
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::ActionFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable | Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 

@@ -27,7 +27,7 @@ pub mod cors;
 pub mod errors;
 pub mod metrics;
 
-pub use body::BodyLimits;
+pub use body::{BodyBudget, BodyLimits, DEFAULT_BODY_BUDGET};
 pub use cors::CorsPolicy;
 pub use errors::ApiError;
 use metrics::Metrics;
@@ -36,6 +36,8 @@ use metrics::Metrics;
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
     pub limits: BodyLimits,
+    /// Bytes of request bodies held at once, across all requests (503 beyond).
+    pub body_budget: usize,
     /// When set, `/webhook`, `/actions` and `/metrics` require this token.
     pub auth_token: Option<String>,
     /// The query parameter Rasa puts the token in.
@@ -53,6 +55,7 @@ impl Default for ServerSettings {
     fn default() -> Self {
         Self {
             limits: BodyLimits::default(),
+            body_budget: DEFAULT_BODY_BUDGET,
             auth_token: None,
             token_name: "token".to_owned(),
             cors: CorsPolicy::default(),
@@ -120,6 +123,7 @@ struct AppState {
     token_digest: Option<[u8; 32]>,
     domains: DomainCache,
     metrics: Metrics,
+    budget: BodyBudget,
 }
 
 /// The action name and sender of a webhook call, for the request's span and metrics.
@@ -145,6 +149,7 @@ pub fn serve(
         registry,
         token_digest,
         domains: DomainCache::default(),
+        budget: BodyBudget::new(settings.body_budget),
         metrics: Metrics::default(),
         settings: settings.clone(),
     });
@@ -359,7 +364,9 @@ async fn webhook(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     state.authorize(&req)?;
-    let body = body::read(req.headers(), payload, state.settings.limits).await?;
+    // The body's share of the budget is held until the answer is made.
+    let (body, _held) =
+        body::read(req.headers(), payload, state.settings.limits, &state.budget).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("Invalid body request", None));
     }
