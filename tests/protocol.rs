@@ -762,6 +762,26 @@ fn padded(size: usize) -> String {
     value.to_string()
 }
 
+/// Posts a padded body of about `size` bytes, gzipped or not; its status and text.
+async fn post_padded(s: &Server, size: usize, gzipped: bool) -> (u16, String) {
+    let plain = padded(size);
+    let (status, _, text) = if gzipped {
+        s.post(
+            "/webhook",
+            gzip(plain.as_bytes()),
+            &[
+                ("content-type", "application/json"),
+                ("content-encoding", "gzip"),
+            ],
+        )
+        .await
+    } else {
+        s.post("/webhook", plain, &[("content-type", "application/json")])
+            .await
+    };
+    (status, text)
+}
+
 #[tokio::test]
 async fn bodies_past_the_budget_get_503_and_the_budget_comes_back() {
     use tokio::io::AsyncWriteExt;
@@ -779,13 +799,7 @@ async fn bodies_past_the_budget_get_503_and_the_budget_comes_back() {
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // Another 300 KB does not fit beside it: 503, a JSON error, nothing run.
-    let (status, _, text) = s
-        .post(
-            "/webhook",
-            padded(300_000),
-            &[("content-type", "application/json")],
-        )
-        .await;
+    let (status, text) = post_padded(&s, 300_000, false).await;
     assert_eq!(status, 503, "{text}");
     assert!(json_error(&text)["error"]
         .as_str()
@@ -793,16 +807,7 @@ async fn bodies_past_the_budget_get_503_and_the_budget_comes_back() {
         .contains("as many request bodies as it may"));
     // A gzip body that would inflate past the room left is refused the same way, while
     // decompressing, long before its own limit.
-    let (status, _, text) = s
-        .post(
-            "/webhook",
-            gzip(padded(600_000).as_bytes()),
-            &[
-                ("content-type", "application/json"),
-                ("content-encoding", "gzip"),
-            ],
-        )
-        .await;
+    let (status, text) = post_padded(&s, 600_000, true).await;
     assert_eq!(status, 503, "{text}");
     json_error(&text);
     // Small requests still fit, and are served.
@@ -811,14 +816,7 @@ async fn bodies_past_the_budget_get_503_and_the_budget_comes_back() {
     drop(stalled);
     let mut served = false;
     for _ in 0..50 {
-        let (status, _, _) = s
-            .post(
-                "/webhook",
-                padded(300_000),
-                &[("content-type", "application/json")],
-            )
-            .await;
-        if status == 200 {
+        if post_padded(&s, 300_000, false).await.0 == 200 {
             served = true;
             break;
         }
@@ -828,15 +826,5 @@ async fn bodies_past_the_budget_get_503_and_the_budget_comes_back() {
         served,
         "the room held by the dropped request never came back"
     );
-    let (status, _, _) = s
-        .post(
-            "/webhook",
-            gzip(padded(600_000).as_bytes()),
-            &[
-                ("content-type", "application/json"),
-                ("content-encoding", "gzip"),
-            ],
-        )
-        .await;
-    assert_eq!(status, 200);
+    assert_eq!(post_padded(&s, 600_000, true).await.0, 200);
 }

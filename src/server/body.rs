@@ -193,11 +193,14 @@ fn inflate(
     // One byte past the limit tells "exactly at the limit" from "over it".
     let mut limited = decoder.take((max as u64).saturating_add(1));
     loop {
-        // Room for the next step is covered before it is allocated.
-        out.reserve_exact(STEP);
-        cover(out.capacity())?;
+        // Each step is covered before it is allocated. Steps grow with the output (a
+        // quarter of it, at least STEP), so the copies as it grows stay linear in its size
+        // and the allocation never runs more than a step ahead of what was covered.
+        let step = STEP.max(out.len() / 4);
+        cover(out.len() + step)?;
+        out.reserve_exact(step);
         let n = (&mut limited)
-            .take(STEP as u64)
+            .take(step as u64)
             .read_to_end(&mut out)
             .map_err(|e| {
                 ApiError::bad_request(format!("the compressed body is invalid: {e}"), None)
