@@ -71,6 +71,12 @@ fn benches(c: &mut Criterion) {
     }
     group.finish();
 
+    let signals = conversation::Signals::default();
+    let reading = conversation::Reading {
+        confirm_response: "utter_confirm_subscription_change",
+        select_action: "select_subscription_change",
+        signals: &signals,
+    };
     let mut group = c.benchmark_group("confirmation_lookup");
     for (n, request) in &parsed {
         group.throughput(Throughput::Elements(*n as u64));
@@ -78,12 +84,7 @@ fn benches(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(n), tracker, |b, tracker| {
             b.iter(|| {
                 let events = tracker.session_events();
-                conversation::read(
-                    &events,
-                    "utter_confirm_subscription_change",
-                    "select_subscription_change",
-                )
-                .unwrap()
+                conversation::read(&events, &reading).unwrap()
             })
         });
     }

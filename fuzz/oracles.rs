@@ -7,8 +7,11 @@
 
 use std::collections::HashMap;
 
-use actiongate::consent::ApplyInputs;
-use actiongate::conversation::{self, Answer, Conversation, Question, CHANGE_MEMORY};
+use actiongate::consent::{question, ApplyInputs};
+use actiongate::conversation::{
+    self, Conversation, Meaning, Question, Reading, Reply, Signals, CHANGE_MEMORY,
+    MANTLE_CONFIRMATION_TOOL,
+};
 use actiongate::protocol::{Event, EventKind, RawEvent, Tracker, WebhookRequest};
 use actiongate::subscriptions::model::{effective_text, Tag};
 use actiongate::subscriptions::Subscription;
@@ -42,11 +45,28 @@ pub fn limit(kind: u8, size: u16, len: usize) -> usize {
     }
 }
 
+/// The confirm slot the readers are also run with (CONTRACT.md section 3).
+pub const CONFIRM_SLOT: &str = "confirm_change";
+
+/// The two settings the reader is held to its reference with: NLU intents only, and Rasa
+/// Pro CALM's confirm slot as well.
+pub fn signal_settings() -> [Signals; 2] {
+    [
+        Signals::default(),
+        Signals {
+            confirm_slot: Some(CONFIRM_SLOT.to_owned()),
+            ..Signals::default()
+        },
+    ]
+}
+
 /// The reader's meaning, written out plainly (forwards, over `serde_json::Value`): the
-/// latest confirmation question, the latest customer message after it, and the change
-/// memory when every field was last set by the latest run of the select action. `None`
-/// when an event it reads has a field of the wrong type (the reader refuses those).
-pub fn reference(session: &[&RawEvent]) -> Option<Conversation> {
+/// latest confirmation question; the first customer message after it (or, with a confirm
+/// slot, a `/` payload), with the yes and no that its intent, the confirm slot and Mantle's
+/// `resolve_tool_confirmation` recorded before the next `user` event; and the change memory
+/// when every field was last set by the latest run of the select action. `None` when an
+/// event it reads has a field of the wrong type (the reader refuses those).
+pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversation> {
     fn text<'a>(event: &'a Value, key: &str) -> Option<Option<&'a str>> {
         match event.get(key) {
             None | Some(Value::Null) => Some(None),
@@ -59,48 +79,83 @@ pub fn reference(session: &[&RawEvent]) -> Option<Conversation> {
     let mut runs = 0usize;
     // Field -> (value, the select run that set it, or None for anything else).
     let mut memory: HashMap<&str, (Value, Option<usize>)> = HashMap::new();
+    // The reply so far, the yes and no heard for it, and whether its signals still come.
+    let mut reply: Option<(Reply, bool, bool)> = None;
+    let mut listening = false;
     for (position, event) in session.iter().enumerate() {
         let kind = event.kind();
-        if !matches!(
-            kind,
-            EventKind::User | EventKind::Bot | EventKind::Action | EventKind::Slot
-        ) {
+        let tool = kind == EventKind::Other && event.name() == "tool_executed";
+        if !tool
+            && !matches!(
+                kind,
+                EventKind::User | EventKind::Bot | EventKind::Action | EventKind::Slot
+            )
+        {
             continue;
         }
         let json: Value = serde_json::from_str(event.raw().get()).ok()?;
         if !json.is_object() {
             return None;
         }
+        let hear = |answer: Option<bool>, reply: &mut Option<(Reply, bool, bool)>| {
+            if let Some((_, yes, no)) = reply.as_mut() {
+                match answer {
+                    Some(true) => *yes = true,
+                    Some(false) => *no = true,
+                    None => {}
+                }
+            }
+        };
         match kind {
             EventKind::User => {
                 current_action = None;
+                listening = false;
                 let said = text(&json, "text")?.unwrap_or("");
                 let message_id = text(&json, "message_id")?;
-                if said.starts_with('/') {
-                    continue;
-                }
-                if conversation.question.is_some() {
-                    conversation.answer = Some(Answer {
-                        text: said.to_owned(),
-                        timestamp: event.timestamp(),
-                        message_id: message_id.map(str::to_owned),
-                    });
+                let external = |v: Option<&Value>| {
+                    v.and_then(|m| m.get("is_external")) == Some(&Value::Bool(true))
+                };
+                let by_rasa = said.is_empty()
+                    || said.starts_with("EXTERNAL: ")
+                    || external(json.get("metadata"))
+                    || external(json.get("parse_data").and_then(|p| p.get("metadata")));
+                let replies =
+                    !by_rasa && (!said.starts_with('/') || signals.confirm_slot.is_some());
+                if conversation.question.is_some() && reply.is_none() && replies {
+                    let intent = json
+                        .get("parse_data")
+                        .and_then(|p| p.get("intent"))
+                        .and_then(|i| i.get("name"))
+                        .and_then(Value::as_str);
+                    let yes = intent.is_some_and(|i| signals.affirm_intents.iter().any(|a| a == i));
+                    let no = intent.is_some_and(|i| signals.deny_intents.iter().any(|d| d == i));
+                    reply = Some((
+                        Reply {
+                            text: said.to_owned(),
+                            timestamp: event.timestamp(),
+                            message_id: message_id.map(str::to_owned),
+                            meaning: Meaning::Unclear,
+                        },
+                        yes,
+                        no,
+                    ));
+                    listening = true;
                 }
             }
             EventKind::Bot => {
                 let said = text(&json, "text")?.unwrap_or("");
-                let utter = match json.get("metadata") {
-                    None | Some(Value::Null) => None,
-                    Some(m @ Value::Object(_)) => text(m, "utter_action")?,
-                    Some(_) => return None,
-                };
+                let utter = json
+                    .get("metadata")
+                    .and_then(|m| m.get("utter_action"))
+                    .and_then(Value::as_str);
                 if utter == Some(CONFIRM) {
                     conversation.question = Some(Question {
                         text: said.to_owned(),
                         timestamp: event.timestamp(),
                         position,
                     });
-                    conversation.answer = None;
+                    reply = None;
+                    listening = false;
                 }
             }
             EventKind::Action => {
@@ -110,16 +165,39 @@ pub fn reference(session: &[&RawEvent]) -> Option<Conversation> {
                 }
                 current_action = name.map(str::to_owned);
             }
-            _ => {
+            EventKind::Slot => {
                 let name = text(&json, "name")?.unwrap_or("");
+                let value = json.get("value").cloned().unwrap_or(Value::Null);
+                if listening && signals.confirm_slot.as_deref() == Some(name) {
+                    hear(value.as_bool(), &mut reply);
+                }
                 if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
                     let setter = (current_action.as_deref() == Some(SELECT)).then_some(runs);
-                    let value = json.get("value").cloned().unwrap_or(Value::Null);
                     memory.insert(field, (value, setter));
+                }
+            }
+            _ => {
+                let name = text(&json, "tool_name")?;
+                if listening && name == Some(MANTLE_CONFIRMATION_TOOL) {
+                    let confirmed = json
+                        .get("arguments")
+                        .and_then(|a| a.get("confirmed"))
+                        .and_then(Value::as_bool);
+                    hear(confirmed, &mut reply);
                 }
             }
         }
     }
+    conversation.reply = reply.map(|(mut reply, yes, no)| {
+        reply.meaning = if no {
+            Meaning::No
+        } else if yes {
+            Meaning::Yes
+        } else {
+            Meaning::Unclear
+        };
+        reply
+    });
     if runs > 0
         && CHANGE_MEMORY.iter().all(|f| {
             memory
@@ -135,6 +213,28 @@ pub fn reference(session: &[&RawEvent]) -> Option<Conversation> {
         );
     }
     Some(conversation)
+}
+
+/// Whether `tag` stands in `text` on its own, written independently of the guard's: some
+/// occurrence has no id character right before it and no id character (nor a full stop
+/// followed by one) right after it.
+pub fn tag_stands_alone(text: &str, tag: &str) -> bool {
+    let id_char = |c: char| c.is_alphanumeric() || "-_./:".contains(c);
+    !tag.is_empty()
+        && (0..text.len()).any(|at| {
+            if !text.is_char_boundary(at) || !text[at..].starts_with(tag) {
+                return false;
+            }
+            let before_ok = !text[..at].chars().last().is_some_and(id_char);
+            let after: Vec<char> = text[at + tag.len()..].chars().take(2).collect();
+            let after_ok = match after.as_slice() {
+                [] => true,
+                ['.', next, ..] => !next.is_alphanumeric(),
+                ['.'] => true,
+                [c, ..] => !(c.is_alphanumeric() || *c == '-' || *c == '_'),
+            };
+            before_ok && after_ok
+        })
 }
 
 /// Every fact the guard must have checked before approving, written out independently.
@@ -171,31 +271,47 @@ pub fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
     {
         return false;
     }
-    let (Some(effective), Some(entitlements)) =
-        (memory.effective.as_deref(), memory.entitlements.as_deref())
-    else {
+    let (Some(label), Some(effective), Some(entitlements)) = (
+        memory.label.as_deref(),
+        memory.effective.as_deref(),
+        memory.entitlements.as_deref(),
+    ) else {
         return false;
     };
-    if effective.is_empty() || entitlements.is_empty() {
+    if label.is_empty() || effective.is_empty() || entitlements.is_empty() {
         return false;
     }
     let Some(question) = inputs.conversation.question.as_ref() else {
         return false;
     };
-    if !(question.text.contains(tag_text)
+    if !(tag_stands_alone(&question.text, tag_text)
+        && question.text.contains(label)
         && question.text.contains(effective)
         && question.text.contains(entitlements))
     {
         return false;
     }
-    let Some(answer) = inputs.conversation.answer.as_ref() else {
+    // The question as Rasa rendered the confirmation response, when its text is known.
+    if let Some(template) = &inputs.template {
+        let rendered = template.variations.iter().any(|v| {
+            question::render(v, &template.values).map(|t| t.trim_end().to_owned())
+                == Some(question.text.trim_end().to_owned())
+        });
+        if !rendered {
+            return false;
+        }
+    }
+    let Some(reply) = inputs.conversation.reply.as_ref() else {
         return false;
     };
-    let (Some(asked), Some(answered)) = (question.timestamp, answer.timestamp) else {
+    if reply.meaning != Meaning::Yes {
+        return false;
+    }
+    let (Some(asked), Some(replied)) = (question.timestamp, reply.timestamp) else {
         return false;
     };
-    // Written so that NaN fails, as in the guard.
-    let fresh = answered >= asked && answered - asked <= 600.0;
+    // Written so that NaN fails, as in the guard: at most 600 s after, 5 s before.
+    let fresh = replied - asked <= 600.0 && asked - replied <= 5.0;
     if !fresh {
         return false;
     }
@@ -206,7 +322,8 @@ pub fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
     let Some(option) = record.option(&tag.change_type) else {
         return false;
     };
-    effective_text(&option.effective_at).as_deref() == Some(effective)
+    option.label == label
+        && effective_text(&option.effective_at).as_deref() == Some(effective)
         && option.entitlements == entitlements
 }
 
@@ -236,13 +353,28 @@ pub fn exercise(tracker: &Tracker) {
 pub fn check_reader(tracker: &Tracker, events: &[u8]) {
     let events = String::from_utf8_lossy(events);
     let session = tracker.session_events();
-    let Ok(conversation) = conversation::read(&session, CONFIRM, SELECT) else {
-        return;
-    };
-    if let Some(expected) = reference(&session) {
+    for signals in signal_settings() {
+        let reading = Reading {
+            confirm_response: CONFIRM,
+            select_action: SELECT,
+            signals: &signals,
+        };
+        if let Ok(conversation) = conversation::read(&session, &reading) {
+            check_conversation(&session, &conversation, &signals, &events);
+        }
+    }
+}
+
+fn check_conversation(
+    session: &[&RawEvent],
+    conversation: &Conversation,
+    signals: &Signals,
+    events: &str,
+) {
+    if let Some(expected) = reference(session, signals) {
         assert_eq!(
-            conversation, expected,
-            "the reader and its reference differ\n{events}"
+            *conversation, expected,
+            "the reader and its reference differ ({signals:?})\n{events}"
         );
     }
     if let Some(question) = &conversation.question {
@@ -260,14 +392,18 @@ pub fn check_reader(tracker: &Tracker, events: &[u8]) {
         }
     } else {
         assert!(
-            conversation.answer.is_none(),
-            "an answer without a question\n{events}"
+            conversation.reply.is_none(),
+            "a reply without a question\n{events}"
         );
     }
-    if let Some(answer) = &conversation.answer {
+    if let Some(reply) = &conversation.reply {
         assert!(
-            !answer.text.starts_with('/'),
-            "a command counted as an answer\n{events}"
+            !reply.text.is_empty() && !reply.text.starts_with("EXTERNAL: "),
+            "Rasa's own event counted as a reply\n{events}"
+        );
+        assert!(
+            signals.confirm_slot.is_some() || !reply.text.starts_with('/'),
+            "a command counted as a reply\n{events}"
         );
     }
     if let Some(memory) = &conversation.selected_memory {

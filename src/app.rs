@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::actions::{subscription_actions, Subscriptions};
 use crate::cli::ServeArgs;
 use crate::config::{load_endpoints, ConfigError, EndpointsFile};
-use crate::consent::{ConsentConfig, Guard, IdentityConfig, RateLimit};
+use crate::consent::{ConsentConfig, Guard, IdentityConfig, RateLimit, Signals};
 use crate::server::{BodyLimits, CorsPolicy, ServerSettings};
 use crate::store::Store;
 use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
@@ -177,6 +177,30 @@ impl Settings {
                 "capacity must be at least 1 and per_hour not negative",
             ));
         }
+        let signals = Signals {
+            affirm_intents: consent
+                .and_then(|c| c.affirm_intents.clone())
+                .unwrap_or_else(|| Signals::default().affirm_intents),
+            deny_intents: consent
+                .and_then(|c| c.deny_intents.clone())
+                .unwrap_or_else(|| Signals::default().deny_intents),
+            confirm_slot: args
+                .confirm_slot
+                .clone()
+                .or_else(|| consent.and_then(|c| c.confirm_slot.clone()))
+                .filter(|s| !s.is_empty()),
+        };
+        if let Some(both) = signals
+            .affirm_intents
+            .iter()
+            .find(|i| signals.deny_intents.contains(i))
+        {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.consent",
+                format!("`{both}` is both an affirm and a deny intent"),
+            ));
+        }
         Ok(Self {
             host: args.host.clone().unwrap_or_else(|| "0.0.0.0".to_owned()),
             port: args.port.unwrap_or(5055),
@@ -230,6 +254,16 @@ impl Settings {
                         .or_else(|| consent.and_then(|c| c.window_secs))
                         .unwrap_or(600),
                 ),
+                clock_skew: Duration::from_secs(
+                    args.clock_skew
+                        .or_else(|| consent.and_then(|c| c.clock_skew_secs))
+                        .unwrap_or(5),
+                ),
+                signals,
+                question: args
+                    .consent_question
+                    .or_else(|| consent.and_then(|c| c.question))
+                    .unwrap_or_default(),
                 identity: IdentityConfig {
                     account_key: args
                         .account_key

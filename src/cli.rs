@@ -126,6 +126,18 @@ pub struct ServeArgs {
     /// Seconds after the question within which a "yes" counts.
     #[arg(long)]
     pub confirmation_window: Option<u64>,
+    /// Seconds a reply may be timestamped before the question and still count (Rasa
+    /// replicas' clocks differ; default 5).
+    #[arg(long)]
+    pub clock_skew: Option<u64>,
+    /// Rasa Pro CALM: the boolean slot the confirmation flow collects; its value after the
+    /// reply is the reply's yes or no.
+    #[arg(long)]
+    pub confirm_slot: Option<String>,
+    /// How the question is held to what the customer read: the confirmation response's
+    /// text rendered with the slots (template, the default), or only the terms.
+    #[arg(long, value_enum)]
+    pub consent_question: Option<crate::consent::QuestionCheck>,
     /// HS256 secret: the account in the session metadata must be a token signed with it.
     #[arg(long, env = "ACTIONGATE_SIGNING_SECRET", hide_env_values = true)]
     pub signing_secret: Option<String>,

@@ -132,6 +132,20 @@ pub struct ConsentSection {
     pub confirm_response: Option<String>,
     #[serde(default)]
     pub window_secs: Option<u64>,
+    /// Seconds a reply may be timestamped before the question (replicas' clocks).
+    #[serde(default)]
+    pub clock_skew_secs: Option<u64>,
+    /// NLU intents whose reply means yes / no.
+    #[serde(default)]
+    pub affirm_intents: Option<Vec<String>>,
+    #[serde(default)]
+    pub deny_intents: Option<Vec<String>>,
+    /// Rasa Pro CALM's boolean confirmation slot.
+    #[serde(default)]
+    pub confirm_slot: Option<String>,
+    /// `template` (default) or `terms`.
+    #[serde(default)]
+    pub question: Option<crate::consent::QuestionCheck>,
     #[serde(default)]
     pub account_key: Option<String>,
     #[serde(default)]

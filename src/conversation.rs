@@ -1,18 +1,37 @@
-//! What the conversation says, read from the applied events of the current session:
-//! the latest confirmation question, whether the customer answered it, and what
-//! `select_subscription_change` wrote into memory. Pure functions over events.
-
-use std::collections::HashMap;
-
-use serde_json::Value;
+//! What the conversation says, read from the applied events of the current session
+//! (CONTRACT.md section 3): the latest confirmation question, the customer's reply to it
+//! and what that reply means, and what `select_subscription_change` wrote into memory.
+//! Pure functions over events.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::protocol::{EventKind, RawEvent};
 
-/// The fields of `user`, `bot`, `action` and `slot` events this module reads.
+/// The change-memory slots, written only by `select_subscription_change`.
+pub const CHANGE_MEMORY: [&str; 5] = [
+    "change_subscription",
+    "change_label",
+    "change_effective",
+    "change_entitlements",
+    "change_tag",
+];
+
+/// The text Rasa gives the `user` events it creates itself (reminders, `trigger_intent`).
+const EXTERNAL_PREFIX: &str = "EXTERNAL: ";
+
+/// The engine tool through which Rasa's Mantle records the customer's answer to a tool
+/// call held for confirmation (`requires_confirmation`): a `tool_executed` event whose
+/// `arguments.confirmed` is the answer.
+pub const MANTLE_CONFIRMATION_TOOL: &str = "resolve_tool_confirmation";
+
+/// The fields of `user`, `bot`, `action`, `slot` and `tool_executed` events this module
+/// reads. Metadata is read leniently (only bot events' `utter_action` and the `is_external`
+/// flag mean anything here), so a customer's own message metadata can't make a request
+/// malformed.
 #[derive(Deserialize)]
 struct Lite<'a> {
     // Declared so that a duplicate `event` or `timestamp` key is refused, not guessed at.
@@ -27,15 +46,23 @@ struct Lite<'a> {
     #[serde(borrow, default)]
     metadata: Option<LiteMetadata<'a>>,
     #[serde(borrow, default)]
+    parse_data: Option<LiteParse<'a>>,
+    #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
     #[serde(default)]
     value: Option<Value>,
+    #[serde(borrow, default)]
+    tool_name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    arguments: Option<Value>,
 }
 
-/// The `utter_action` of a bot event's metadata. Read as a map only: a derived struct
-/// would also read an array, by position.
+/// What is read of an event's metadata: `utter_action` when it is a string, and whether
+/// `is_external` is `true`. Anything else (another shape, other types) reads as nothing.
+#[derive(Default)]
 struct LiteMetadata<'a> {
     utter_action: Option<Cow<'a, str>>,
+    external: bool,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for LiteMetadata<'a> {
@@ -44,56 +71,164 @@ impl<'de: 'a, 'a> Deserialize<'de> for LiteMetadata<'a> {
         impl<'de: 'a, 'a> serde::de::Visitor<'de> for Fields<'a> {
             type Value = LiteMetadata<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an object of metadata")
+                f.write_str("metadata")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
             ) -> Result<Self::Value, A::Error> {
-                let mut utter_action = None;
+                let mut metadata = LiteMetadata::default();
+                let mut seen_utter_action = false;
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    if key == "utter_action" {
-                        if utter_action.is_some() {
-                            return Err(serde::de::Error::duplicate_field("utter_action"));
+                    match &*key {
+                        "utter_action" => {
+                            // Two names for the response: which one the customer saw is
+                            // unknowable, so the request is refused.
+                            if seen_utter_action {
+                                return Err(serde::de::Error::duplicate_field("utter_action"));
+                            }
+                            seen_utter_action = true;
+                            metadata.utter_action = map.next_value::<Lenient<'de>>()?.0;
                         }
-                        utter_action = Some(map.next_value::<Option<Cow<'de, str>>>()?);
-                    } else {
-                        map.next_value::<serde::de::IgnoredAny>()?;
+                        "is_external" => {
+                            metadata.external |= map.next_value::<Value>()? == Value::Bool(true)
+                        }
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
                     }
                 }
-                Ok(LiteMetadata {
-                    utter_action: utter_action.flatten(),
-                })
+                Ok(metadata)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(LiteMetadata::default())
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(LiteMetadata::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(LiteMetadata::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(LiteMetadata::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(LiteMetadata::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(LiteMetadata::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(LiteMetadata::default())
             }
         }
-        deserializer.deserialize_map(Fields(std::marker::PhantomData))
+        deserializer.deserialize_any(Fields(std::marker::PhantomData))
     }
 }
 
-/// The change-memory slots, written only by `select_subscription_change`.
-pub const CHANGE_MEMORY: [&str; 5] = [
-    "change_subscription",
-    "change_label",
-    "change_effective",
-    "change_entitlements",
-    "change_tag",
-];
+/// A string, or nothing when the value is of another type.
+struct Lenient<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Lenient<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match Value::deserialize(deserializer)? {
+            Value::String(s) => Lenient(Some(Cow::Owned(s))),
+            _ => Lenient(None),
+        })
+    }
+}
+
+/// The parts of a `user` event's `parse_data` that are read: the intent's name, and the
+/// metadata (where Rasa also writes `is_external`).
+#[derive(Default)]
+struct LiteParse<'a> {
+    intent: Option<Cow<'a, str>>,
+    external: bool,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LiteParse<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Parse data is Rasa's own, but read leniently all the same: a shape it would never
+        // write only means there is no intent to read.
+        let value = Value::deserialize(deserializer)?;
+        let intent = value
+            .get("intent")
+            .and_then(|i| i.get("name"))
+            .and_then(Value::as_str)
+            .map(|s| Cow::Owned(s.to_owned()));
+        let external = value
+            .get("metadata")
+            .and_then(|m| m.get("is_external"))
+            .is_some_and(|v| *v == Value::Bool(true));
+        Ok(LiteParse { intent, external })
+    }
+}
 
 /// The confirmation question as Rasa sent it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Question {
     pub text: String,
     pub timestamp: Option<f64>,
-    /// Position among the session's applied events (part of the request key).
+    /// Position among the session's applied events, for reading what came before it.
+    /// Never part of the request key: Rasa may trim the front of a tracker.
     pub position: usize,
 }
 
-/// The customer's latest message after the question.
+/// What a reply says, read from the signals the tracker records (never from its text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meaning {
+    /// A signal says yes and none says no.
+    Yes,
+    /// A signal says no (any no wins).
+    No,
+    /// No signal says yes: a question, something else, or nothing recorded.
+    Unclear,
+}
+
+/// The customer's reply: the first customer message after the question (or, with a
+/// confirm slot, a button payload), and what it means.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
+pub struct Reply {
     pub text: String,
     pub timestamp: Option<f64>,
     pub message_id: Option<String>,
+    pub meaning: Meaning,
+}
+
+/// Where a reply's meaning is read (CONTRACT.md section 3, "The reply's meaning").
+#[derive(Debug, Clone)]
+pub struct Signals {
+    /// NLU intents that mean yes (default `affirm`).
+    pub affirm_intents: Vec<String>,
+    /// NLU intents that mean no (default `deny`).
+    pub deny_intents: Vec<String>,
+    /// Rasa Pro CALM's boolean confirmation slot, when the flow collects one. With it set,
+    /// a button payload (`/SetSlots(...)`) after the question is a reply too.
+    pub confirm_slot: Option<String>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Self {
+            affirm_intents: vec!["affirm".to_owned()],
+            deny_intents: vec!["deny".to_owned()],
+            confirm_slot: None,
+        }
+    }
+}
+
+/// What the conversation reader looks for.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading<'c> {
+    /// The response whose `bot` events are the confirmation question.
+    pub confirm_response: &'c str,
+    /// The action whose slot events are the change memory.
+    pub select_action: &'c str,
+    pub signals: &'c Signals,
 }
 
 /// Everything the guard needs to know about the conversation.
@@ -101,8 +236,8 @@ pub struct Answer {
 pub struct Conversation {
     /// The latest bot message produced by the confirmation response.
     pub question: Option<Question>,
-    /// The latest customer message after that question, if any.
-    pub answer: Option<Answer>,
+    /// The reply to that question, if any.
+    pub reply: Option<Reply>,
     /// The change memory as the latest `select_subscription_change` wrote it, or `None`
     /// when any change-memory slot was last set by something else.
     pub selected_memory: Option<HashMap<String, Value>>,
@@ -126,88 +261,172 @@ enum Setter {
     Other,
 }
 
+/// The yes and no that a signal recorded after one `user` event, before the next.
+#[derive(Debug, Clone, Copy, Default)]
+struct Said {
+    yes: bool,
+    no: bool,
+}
+
+impl Said {
+    fn record(&mut self, answer: Option<bool>) {
+        match answer {
+            Some(true) => self.yes = true,
+            Some(false) => self.no = true,
+            None => {}
+        }
+    }
+}
+
+/// A `user` event, as far as the reply is concerned.
+enum UserMessage {
+    /// A customer's own words.
+    Customer,
+    /// A `/intent` or `/SetSlots(...)` payload (a button, or a command).
+    Payload,
+    /// Written by Rasa itself (reminders, `trigger_intent`), or without text.
+    NotTheCustomer,
+}
+
+fn classify(text: &str, external: bool) -> UserMessage {
+    if text.is_empty() || external || text.starts_with(EXTERNAL_PREFIX) {
+        UserMessage::NotTheCustomer
+    } else if text.starts_with('/') {
+        UserMessage::Payload
+    } else {
+        UserMessage::Customer
+    }
+}
+
+fn lite<'e>(position: usize, event: &'e RawEvent<'_>) -> Result<Lite<'e>, MalformedEvent> {
+    serde_json::from_str(event.raw().get()).map_err(|source| MalformedEvent {
+        position,
+        kind: event.name().to_owned(),
+        source,
+    })
+}
+
 /// Reads the conversation from the session's applied events.
-///
-/// `confirm_response` names the confirmation response (`utter_confirm_subscription_change`)
-/// and `select_action` the action whose slot events count as change memory.
 ///
 /// It reads from the end and stops once it has found both the latest question and the
 /// latest run of the select action, so in a long conversation only the last few events
 /// are parsed (and only the fields it needs).
 pub fn read(
     events: &[&RawEvent<'_>],
-    confirm_response: &str,
-    select_action: &str,
+    reading: &Reading<'_>,
 ) -> Result<Conversation, MalformedEvent> {
+    let signals = reading.signals;
     let mut conversation = Conversation::default();
-    // The latest customer message seen so far (from the end): the answer, if it turns out
-    // to follow the question.
-    let mut latest_message: Option<(usize, Answer)> = None;
+    // Scanning back: what the signals said after the user event not yet reached, and the
+    // earliest reply candidate after the question found so far.
+    let mut said = Said::default();
+    let mut candidate: Option<(Reply, Said)> = None;
     let mut select_found = false;
     // The latest setter of each change-memory field, and the slot events not yet assigned
     // to the action (or user message) they follow.
     let mut memory: HashMap<&'static str, (Value, Setter)> = HashMap::new();
     let mut unassigned: Vec<(&'static str, Value)> = Vec::new();
     for (position, event) in events.iter().enumerate().rev() {
-        if conversation.question.is_some() && select_found {
+        let asked = conversation.question.is_some();
+        if asked && select_found {
             break;
         }
-        let lite = || -> Result<Lite, MalformedEvent> {
-            serde_json::from_str(event.raw().get()).map_err(|source| MalformedEvent {
-                position,
-                kind: event.name().to_owned(),
-                source,
-            })
-        };
         match event.kind() {
             EventKind::User => {
                 // Slot events right after a user message were set from it, not by select.
                 assign(&mut memory, &mut unassigned, Setter::Other);
-                if conversation.question.is_none() && latest_message.is_none() {
-                    let user = lite()?;
-                    let text = user.text.unwrap_or_default();
-                    if !text.starts_with('/') {
-                        let answer = Answer {
-                            text: text.into_owned(),
-                            timestamp: event.timestamp(),
-                            message_id: user.message_id.map(Cow::into_owned),
-                        };
-                        latest_message = Some((position, answer));
+                if asked {
+                    continue;
+                }
+                let user = lite(position, event)?;
+                let text = user.text.unwrap_or_default();
+                let external = user.metadata.is_some_and(|m| m.external)
+                    || user.parse_data.as_ref().is_some_and(|p| p.external);
+                let replies = match classify(&text, external) {
+                    UserMessage::Customer => true,
+                    UserMessage::Payload => signals.confirm_slot.is_some(),
+                    UserMessage::NotTheCustomer => false,
+                };
+                let mut heard = std::mem::take(&mut said);
+                if replies {
+                    let intent = user.parse_data.and_then(|p| p.intent);
+                    if let Some(intent) = intent.as_deref() {
+                        heard.record(if signals.affirm_intents.iter().any(|i| i == intent) {
+                            Some(true)
+                        } else if signals.deny_intents.iter().any(|i| i == intent) {
+                            Some(false)
+                        } else {
+                            None
+                        });
                     }
+                    let reply = Reply {
+                        text: text.into_owned(),
+                        timestamp: event.timestamp(),
+                        message_id: user.message_id.map(Cow::into_owned),
+                        meaning: Meaning::Unclear,
+                    };
+                    candidate = Some((reply, heard));
                 }
             }
-            EventKind::Bot if conversation.question.is_none() => {
-                let bot = lite()?;
-                if bot.metadata.and_then(|m| m.utter_action).as_deref() == Some(confirm_response) {
+            EventKind::Bot if !asked => {
+                let bot = lite(position, event)?;
+                if bot.metadata.and_then(|m| m.utter_action).as_deref()
+                    == Some(reading.confirm_response)
+                {
                     conversation.question = Some(Question {
                         text: bot.text.unwrap_or_default().into_owned(),
                         timestamp: event.timestamp(),
                         position,
                     });
+                    conversation.reply = candidate.take().map(|(mut reply, said)| {
+                        reply.meaning = match (said.yes, said.no) {
+                            (_, true) => Meaning::No,
+                            (true, false) => Meaning::Yes,
+                            (false, false) => Meaning::Unclear,
+                        };
+                        reply
+                    });
                 }
             }
             EventKind::Action if !select_found => {
-                let action = lite()?;
-                if action.name.as_deref() == Some(select_action) {
+                let action = lite(position, event)?;
+                if action.name.as_deref() == Some(reading.select_action) {
                     assign(&mut memory, &mut unassigned, Setter::Select);
                     select_found = true;
                 } else {
                     assign(&mut memory, &mut unassigned, Setter::Other);
                 }
             }
-            EventKind::Slot if !select_found => {
-                let slot = lite()?;
+            EventKind::Slot => {
+                let wanted_by_memory = !select_found;
+                let wanted_by_reply = !asked && signals.confirm_slot.is_some();
+                if !(wanted_by_memory || wanted_by_reply) {
+                    continue;
+                }
+                let slot = lite(position, event)?;
                 let name = slot.name.unwrap_or_default();
-                if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
-                    unassigned.push((field, slot.value.unwrap_or(Value::Null)));
+                let value = slot.value.unwrap_or(Value::Null);
+                if wanted_by_reply && signals.confirm_slot.as_deref() == Some(&*name) {
+                    said.record(value.as_bool());
+                }
+                if wanted_by_memory {
+                    if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
+                        unassigned.push((field, value));
+                    }
+                }
+            }
+            EventKind::Other if !asked && event.name() == "tool_executed" => {
+                let tool = lite(position, event)?;
+                if tool.tool_name.as_deref() == Some(MANTLE_CONFIRMATION_TOOL) {
+                    let confirmed = tool
+                        .arguments
+                        .as_ref()
+                        .and_then(|a| a.get("confirmed"))
+                        .and_then(Value::as_bool);
+                    said.record(confirmed);
                 }
             }
             _ => {}
-        }
-    }
-    if let (Some(question), Some((at, answer))) = (&conversation.question, latest_message) {
-        if at > question.position {
-            conversation.answer = Some(answer);
         }
     }
     if select_found
@@ -239,21 +458,92 @@ fn assign(
     }
 }
 
-/// The customer's own messages (not `/intent` commands), in order.
+/// The values the named slots had when the event at `position` was sent: each one's latest
+/// `slot` event before it. A slot that no event before it sets is missing from the map.
+pub fn slots_before(
+    events: &[&RawEvent<'_>],
+    position: usize,
+    names: &[&str],
+) -> Result<HashMap<String, Value>, MalformedEvent> {
+    let mut found: HashMap<String, Value> = HashMap::new();
+    for (at, event) in events[..position.min(events.len())]
+        .iter()
+        .enumerate()
+        .rev()
+    {
+        if found.len() == names.len() {
+            break;
+        }
+        if event.kind() != EventKind::Slot {
+            continue;
+        }
+        let slot = lite(at, event)?;
+        let name = slot.name.unwrap_or_default();
+        if names.contains(&&*name) && !found.contains_key(&*name) {
+            found.insert(name.into_owned(), slot.value.unwrap_or(Value::Null));
+        }
+    }
+    Ok(found)
+}
+
+/// Whether a `slot` event for `name` comes after `position`.
+pub fn set_after(
+    events: &[&RawEvent<'_>],
+    position: usize,
+    name: &str,
+) -> Result<bool, MalformedEvent> {
+    for (at, event) in events.iter().enumerate().skip(position + 1) {
+        if event.kind() == EventKind::Slot && lite(at, event)?.name.as_deref() == Some(name) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Whether a `slot` event for `name` comes after the first customer message among
+/// `events` (CONTRACT.md section 2: only the session's start may write the identity).
+/// Only slot events whose raw text names the slot are parsed.
+pub fn slot_set_after_customer_spoke(
+    events: &[&RawEvent<'_>],
+    name: &str,
+) -> Result<bool, MalformedEvent> {
+    let mut spoke = false;
+    for (at, event) in events.iter().enumerate() {
+        match event.kind() {
+            EventKind::User if !spoke => {
+                let user = lite(at, event)?;
+                let external = user.metadata.is_some_and(|m| m.external)
+                    || user.parse_data.as_ref().is_some_and(|p| p.external);
+                spoke = matches!(
+                    classify(&user.text.unwrap_or_default(), external),
+                    UserMessage::Customer
+                );
+            }
+            EventKind::Slot
+                if spoke
+                    && event.raw().get().contains(name)
+                    && lite(at, event)?.name.as_deref() == Some(name) =>
+            {
+                return Ok(true);
+            }
+            _ => {}
+        }
+    }
+    Ok(false)
+}
+
+/// The customer's own messages, in order (CONTRACT.md section 3, "Customer messages").
 pub fn customer_messages(events: &[&RawEvent<'_>]) -> Result<Vec<String>, MalformedEvent> {
     let mut messages = Vec::new();
     for (position, event) in events.iter().enumerate() {
         if event.kind() != EventKind::User {
             continue;
         }
-        let user: Lite =
-            serde_json::from_str(event.raw().get()).map_err(|source| MalformedEvent {
-                position,
-                kind: event.name().to_owned(),
-                source,
-            })?;
+        let user = lite(position, event)?;
+        let external = user.metadata.is_some_and(|m| m.external)
+            || user.parse_data.as_ref().is_some_and(|p| p.external);
         let text = user.text.unwrap_or_default();
-        if !text.starts_with('/') {
+        if matches!(classify(&text, external), UserMessage::Customer) {
             messages.push(text.into_owned());
         }
     }

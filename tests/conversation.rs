@@ -1,7 +1,7 @@
 //! The conversation reader and the tracker's applied events, as pure functions over small
 //! event lists (restart, rewind, undo, new sessions), like rasa-sdk's tracker tests.
 
-use actiongate::conversation::{customer_messages, read};
+use actiongate::conversation::{customer_messages, read, Conversation, Meaning, Reading, Signals};
 use actiongate::protocol::{RawEvent, Tracker};
 use serde_json::{json, Value};
 
@@ -120,33 +120,263 @@ fn selected(tag: &str) -> Vec<Value> {
     ]
 }
 
+/// A customer message with the intent Rasa's NLU gave it.
+fn said(text: &str, intent: &str, t: f64) -> Value {
+    json!({"event": "user", "text": text, "timestamp": t, "message_id": format!("m{t}"),
+           "parse_data": {"intent": {"name": intent, "confidence": 1.0}, "text": text}})
+}
+
+fn set(name: &str, value: Value) -> Value {
+    json!({"event": "slot", "name": name, "value": value, "timestamp": 1.0})
+}
+
+fn signals(confirm_slot: Option<&str>) -> Signals {
+    Signals {
+        confirm_slot: confirm_slot.map(str::to_owned),
+        ..Signals::default()
+    }
+}
+
+fn read_with(events: &[Value], signals: &Signals) -> Conversation {
+    let t = tracker(events);
+    let reading = Reading {
+        confirm_response: Q,
+        select_action: SELECT,
+        signals,
+    };
+    read(&t.session_events(), &reading).unwrap()
+}
+
+fn read_default(events: &[Value]) -> Conversation {
+    read_with(events, &Signals::default())
+}
+
+/// The reply's text and meaning.
+fn reply_of(c: &Conversation) -> Option<(String, Meaning)> {
+    c.reply.as_ref().map(|r| (r.text.clone(), r.meaning))
+}
+
+fn asked_then(tail: &[Value]) -> Vec<Value> {
+    let mut events = selected("T1");
+    events.push(bot("q T1", Q, 10.0));
+    events.extend_from_slice(tail);
+    events
+}
+
 #[test]
-fn the_latest_question_and_the_customers_answer() {
+fn the_reply_is_the_first_customer_message_after_the_latest_question() {
     let mut events = selected("T1");
     events.extend([
         bot("first T1", Q, 10.0),
-        user("/affirm"),
+        said("yes", "affirm", 11.0),
         bot("second T1", Q, 20.0),
-        user("hmm"),
-        user("yes"),
+        said("hmm", "inform", 21.0),
+        said("yes", "affirm", 22.0),
     ]);
-    let t = tracker(&events);
-    let c = read(&t.session_events(), Q, SELECT).unwrap();
+    let c = read_default(&events);
     assert_eq!(c.question.as_ref().unwrap().text, "second T1");
-    assert_eq!(c.question.unwrap().timestamp, Some(20.0));
-    assert_eq!(c.answer.unwrap().text, "yes");
+    assert_eq!(c.question.as_ref().unwrap().timestamp, Some(20.0));
+    assert_eq!(reply_of(&c), Some(("hmm".into(), Meaning::Unclear)));
+    assert_eq!(c.reply.unwrap().message_id.as_deref(), Some("m21"));
     assert_eq!(c.selected_memory.unwrap()["change_tag"], "T1");
+}
+
+#[test]
+fn a_no_stays_a_no_whatever_follows() {
+    let c = read_default(&asked_then(&[
+        said("No, leave it", "deny", 11.0),
+        bot(
+            "OK, I have not changed anything.",
+            "utter_change_not_made",
+            12.0,
+        ),
+        said("ok thanks", "affirm", 13.0),
+    ]));
+    assert_eq!(reply_of(&c), Some(("No, leave it".into(), Meaning::No)));
+}
+
+#[test]
+fn a_yes_to_a_later_question_is_not_a_yes_to_this_one() {
+    let c = read_default(&asked_then(&[
+        said("what does that mean?", "ask", 11.0),
+        bot("Anything else I can do?", "utter_anything_else", 12.0),
+        said("yes", "affirm", 13.0),
+    ]));
+    assert_eq!(
+        reply_of(&c),
+        Some(("what does that mean?".into(), Meaning::Unclear))
+    );
+}
+
+#[test]
+fn asked_again_the_new_reply_counts() {
+    let mut events = asked_then(&[said("what does that mean?", "ask", 11.0)]);
+    events.extend([bot("q T1", Q, 20.0), said("yes please", "affirm", 21.0)]);
+    let c = read_default(&events);
+    assert_eq!(reply_of(&c), Some(("yes please".into(), Meaning::Yes)));
+    assert_eq!(c.question.unwrap().timestamp, Some(20.0));
 }
 
 #[test]
 fn a_question_is_unanswered_until_a_customer_message_follows() {
     let mut events = selected("T1");
-    events.extend([user("yes"), bot("q T1", Q, 10.0), user("/affirm")]);
-    let c = read(&tracker(&events).session_events(), Q, SELECT).unwrap();
+    events.extend([
+        said("yes", "affirm", 5.0),
+        bot("q T1", Q, 10.0),
+        user("/affirm"),
+    ]);
+    let c = read_default(&events);
     assert!(c.question.is_some());
     assert!(
-        c.answer.is_none(),
+        c.reply.is_none(),
         "a /command is not the customer's words; the yes came before"
+    );
+}
+
+#[test]
+fn rasas_own_messages_and_empty_ones_are_not_replies() {
+    let c = read_default(&asked_then(&[
+        // A reminder or trigger_intent, by its text and by its metadata.
+        said("EXTERNAL: affirm", "affirm", 11.0),
+        json!({"event": "user", "text": "yes", "timestamp": 12.0, "metadata": {"is_external": true},
+               "parse_data": {"intent": {"name": "affirm"}}}),
+        json!({"event": "user", "text": "yes", "timestamp": 12.5,
+               "parse_data": {"intent": {"name": "affirm"}, "metadata": {"is_external": true}}}),
+        json!({"event": "user", "text": null, "timestamp": 13.0, "parse_data": {"intent": {"name": "affirm"}}}),
+        json!({"event": "user", "text": "", "timestamp": 13.5, "parse_data": {"intent": {"name": "affirm"}}}),
+    ]));
+    assert_eq!(reply_of(&c), None);
+    let c = read_default(&asked_then(&[
+        said("EXTERNAL: affirm", "affirm", 11.0),
+        said("no", "deny", 12.0),
+    ]));
+    assert_eq!(reply_of(&c), Some(("no".into(), Meaning::No)));
+}
+
+#[test]
+fn an_intent_outside_both_lists_is_not_a_yes() {
+    for intent in ["inform", "nlu_fallback", ""] {
+        let c = read_default(&asked_then(&[said("sure, why not", intent, 11.0)]));
+        assert_eq!(reply_of(&c).unwrap().1, Meaning::Unclear, "{intent}");
+    }
+    // No parse data at all (a channel that records none).
+    let c = read_default(&asked_then(&[user("yes")]));
+    assert_eq!(reply_of(&c).unwrap().1, Meaning::Unclear);
+    // The lists are configurable.
+    let custom = Signals {
+        affirm_intents: vec!["confirm".into()],
+        deny_intents: vec!["reject".into()],
+        confirm_slot: None,
+    };
+    let c = read_with(&asked_then(&[said("yes", "affirm", 11.0)]), &custom);
+    assert_eq!(reply_of(&c).unwrap().1, Meaning::Unclear);
+    let c = read_with(&asked_then(&[said("go", "confirm", 11.0)]), &custom);
+    assert_eq!(reply_of(&c).unwrap().1, Meaning::Yes);
+    let c = read_with(&asked_then(&[said("stop", "reject", 11.0)]), &custom);
+    assert_eq!(reply_of(&c).unwrap().1, Meaning::No);
+}
+
+#[test]
+fn calms_confirm_slot_after_the_reply_says_yes_or_no() {
+    let calm = signals(Some("confirm_change"));
+    // A typed reply; the flow's collect step set the slot from it.
+    let yes = asked_then(&[
+        said("sounds good", "", 11.0),
+        set("confirm_change", json!(true)),
+    ]);
+    assert_eq!(reply_of(&read_with(&yes, &calm)).unwrap().1, Meaning::Yes);
+    // Without the confirm slot configured, the slot says nothing.
+    assert_eq!(reply_of(&read_default(&yes)).unwrap().1, Meaning::Unclear);
+    let no = asked_then(&[
+        said("hm, no", "", 11.0),
+        set("confirm_change", json!(false)),
+    ]);
+    assert_eq!(reply_of(&read_with(&no, &calm)).unwrap().1, Meaning::No);
+    // A button's payload is a reply too, with the slot it set.
+    let button = asked_then(&[
+        user("/SetSlots(confirm_change=true)"),
+        set("confirm_change", json!(true)),
+    ]);
+    let c = read_with(&button, &calm);
+    assert_eq!(
+        reply_of(&c),
+        Some(("/SetSlots(confirm_change=true)".into(), Meaning::Yes))
+    );
+    // Any no wins: an affirm intent with the slot set false.
+    let mixed = asked_then(&[
+        said("yes", "affirm", 11.0),
+        set("confirm_change", json!(false)),
+    ]);
+    assert_eq!(reply_of(&read_with(&mixed, &calm)).unwrap().1, Meaning::No);
+    // Only the slot event before the next user event counts; a string is not a boolean.
+    let late = asked_then(&[
+        said("hmm", "", 11.0),
+        said("whatever", "", 12.0),
+        set("confirm_change", json!(true)),
+    ]);
+    assert_eq!(
+        reply_of(&read_with(&late, &calm)).unwrap().1,
+        Meaning::Unclear
+    );
+    let text = asked_then(&[said("ok", "", 11.0), set("confirm_change", json!("true"))]);
+    assert_eq!(
+        reply_of(&read_with(&text, &calm)).unwrap().1,
+        Meaning::Unclear
+    );
+    // Set before the question: not an answer to it.
+    let mut before = selected("T1");
+    before.extend([
+        set("confirm_change", json!(true)),
+        bot("q T1", Q, 10.0),
+        said("hmm", "", 11.0),
+    ]);
+    assert_eq!(
+        reply_of(&read_with(&before, &calm)).unwrap().1,
+        Meaning::Unclear
+    );
+}
+
+#[test]
+fn mantles_record_of_the_held_call_says_yes_or_no() {
+    let resolved = |confirmed: Value| {
+        json!({"event": "tool_executed", "timestamp": 11.5, "tool_name": "resolve_tool_confirmation",
+               "arguments": {"confirmed": confirmed}, "result": "{}", "is_error": false})
+    };
+    let yes = asked_then(&[said("yes", "", 11.0), resolved(json!(true))]);
+    assert_eq!(reply_of(&read_default(&yes)).unwrap().1, Meaning::Yes);
+    let no = asked_then(&[said("yes", "affirm", 11.0), resolved(json!(false))]);
+    assert_eq!(reply_of(&read_default(&no)).unwrap().1, Meaning::No);
+    // Another tool's record says nothing.
+    let other = asked_then(&[
+        said("yes", "", 11.0),
+        json!({"event": "tool_executed", "tool_name": "lookup", "arguments": {"confirmed": true}}),
+    ]);
+    assert_eq!(reply_of(&read_default(&other)).unwrap().1, Meaning::Unclear);
+}
+
+#[test]
+fn a_customers_own_metadata_never_makes_the_request_malformed() {
+    for metadata in [
+        json!({"utter_action": 5}),
+        json!(["x"]),
+        json!("text"),
+        json!({"utter_action": Q}),
+    ] {
+        let c = read_default(&asked_then(&[
+            json!({"event": "user", "text": "yes", "timestamp": 11.0,
+            "metadata": metadata, "parse_data": {"intent": {"name": "affirm"}, "metadata": metadata}}),
+        ]));
+        assert_eq!(reply_of(&c).unwrap().1, Meaning::Yes, "{metadata}");
+        assert_eq!(c.question.unwrap().text, "q T1");
+    }
+    // A bot event whose utter_action is not a string is not the question.
+    let mut events = asked_then(&[]);
+    events.push(
+        json!({"event": "bot", "text": "q T1", "timestamp": 12.0, "metadata": {"utter_action": 7}}),
+    );
+    assert_eq!(
+        read_default(&events).question.unwrap().timestamp,
+        Some(10.0)
     );
 }
 
@@ -161,30 +391,26 @@ fn memory_set_outside_the_latest_select_is_not_trusted() {
         slot("change_entitlements", "N"),
         slot("change_tag", "T"),
     ];
-    assert!(read(&tracker(&events).session_events(), Q, SELECT)
-        .unwrap()
-        .selected_memory
-        .is_none());
+    assert!(read_default(&events).selected_memory.is_none());
     // Selected, then one field changed by another action.
     let mut events = selected("T");
     events.extend([action("action_other"), slot("change_tag", "T2")]);
-    assert!(read(&tracker(&events).session_events(), Q, SELECT)
-        .unwrap()
-        .selected_memory
-        .is_none());
+    assert!(read_default(&events).selected_memory.is_none());
     // Two selects: only the latest counts, and it must have written every field.
     let mut events = selected("T1");
     events.extend([action(SELECT), slot("change_tag", "T2")]);
-    assert!(read(&tracker(&events).session_events(), Q, SELECT)
-        .unwrap()
-        .selected_memory
-        .is_none());
+    assert!(read_default(&events).selected_memory.is_none());
 }
 
 #[test]
 fn a_malformed_event_is_an_error_not_a_guess() {
     let events = vec![json!({"event": "bot", "text": 5, "metadata": {"utter_action": Q}})];
-    assert!(read(&tracker(&events).session_events(), Q, SELECT).is_err());
+    let reading = Reading {
+        confirm_response: Q,
+        select_action: SELECT,
+        signals: &Signals::default(),
+    };
+    assert!(read(&tracker(&events).session_events(), &reading).is_err());
     // Duplicate keys in an event the reader uses: refused, though its head was read fast.
     for raw in [
         r#"{"event": "user", "timestamp": 1.0, "text": "yes", "timestamp": 9.0}"#,
@@ -192,7 +418,7 @@ fn a_malformed_event_is_an_error_not_a_guess() {
     ] {
         let text = format!(r#"{{"sender_id": "t", "events": [{raw}]}}"#);
         let t: Tracker = serde_json::from_str(&text).unwrap();
-        assert!(read(&t.session_events(), Q, SELECT).is_err(), "{raw}");
+        assert!(read(&t.session_events(), &reading).is_err(), "{raw}");
     }
 }
 
@@ -241,6 +467,9 @@ fn the_customers_messages_are_their_words_not_commands() {
         user("stop my box"),
         bot("sure", "utter_x", 1.0),
         user("/affirm"),
+        user("EXTERNAL: remind_me"),
+        json!({"event": "user", "text": "yes", "metadata": {"is_external": true}}),
+        json!({"event": "user", "text": null}),
         user("yes"),
     ]);
     assert_eq!(

@@ -104,7 +104,7 @@ async fn concurrent_claims_have_one_winner(backend: Backend) {
     let won = futures_util::future::join_all(claims)
         .await
         .into_iter()
-        .filter(|r| *r.as_ref().unwrap())
+        .filter(|r| *r.as_ref().unwrap() == actiongate::store::Claim::Claimed)
         .count();
     assert_eq!(won, 1);
     store.set_state("k1", OpState::Sent, None).await.unwrap();

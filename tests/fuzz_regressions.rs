@@ -26,8 +26,9 @@ use flate2::write::{DeflateEncoder, GzEncoder, ZlibEncoder};
 use flate2::Compression;
 use serde_json::{json, Value};
 
+use actiongate::consent::Template;
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
-use actiongate::conversation::{self, Answer, Conversation, Question};
+use actiongate::conversation::{self, Conversation, Meaning, Question, Reading, Reply, Signals};
 use actiongate::protocol::{Tracker, WebhookRequest};
 use actiongate::server::body::decode;
 use actiongate::server::ApiError;
@@ -349,7 +350,7 @@ fn nasty_webhook_bodies_are_refused_or_read_without_panicking() {
         let tracker = request.tracker.unwrap();
         assert!(tracker.events[0].typed().is_err());
         let session = tracker.session_events();
-        assert!(conversation::read(&session, CONFIRM, SELECT).is_err());
+        assert!(conversation::read(&session, &default_reading()).is_err());
     }
     let too_big = tracker(r#"{"event":"user","timestamp":1e999999}"#);
     assert!(serde_json::from_str::<WebhookRequest>(&too_big).is_err());
@@ -406,6 +407,15 @@ fn time(v: Option<&Value>) -> Option<f64> {
     }
 }
 
+fn default_reading() -> Reading<'static> {
+    static SIGNALS: std::sync::OnceLock<Signals> = std::sync::OnceLock::new();
+    Reading {
+        confirm_response: CONFIRM,
+        select_action: SELECT,
+        signals: SIGNALS.get_or_init(Signals::default),
+    }
+}
+
 /// A guard case as the guard target prints it.
 fn guard_case(case: &Value) -> (ApplyInputs, Subscription) {
     let memory = &case["memory"];
@@ -417,11 +427,24 @@ fn guard_case(case: &Value) -> (ApplyInputs, Subscription) {
             timestamp: time(q.get("timestamp")),
             position: q["position"].as_u64().unwrap_or(0) as usize,
         });
-    let answer = case.get("answer").filter(|a| !a.is_null()).map(|a| Answer {
-        text: text_field(a, "text").unwrap_or_default(),
-        timestamp: time(a.get("timestamp")),
-        message_id: text_field(a, "message_id"),
+    let reply = case.get("reply").filter(|r| !r.is_null()).map(|r| Reply {
+        text: text_field(r, "text").unwrap_or_default(),
+        timestamp: time(r.get("timestamp")),
+        message_id: text_field(r, "message_id"),
+        meaning: match r["meaning"].as_str() {
+            Some("yes") => Meaning::Yes,
+            Some("no") => Meaning::No,
+            Some("unclear") => Meaning::Unclear,
+            other => panic!("not a meaning: {other:?}"),
+        },
     });
+    let template = case
+        .get("template")
+        .filter(|t| !t.is_null())
+        .map(|t| Template {
+            variations: serde_json::from_value(t["variations"].clone()).expect("variations"),
+            values: serde_json::from_value(t["values"].clone()).expect("values"),
+        });
     let selected_memory = case
         .get("selected_memory")
         .and_then(Value::as_object)
@@ -440,9 +463,10 @@ fn guard_case(case: &Value) -> (ApplyInputs, Subscription) {
         },
         conversation: Conversation {
             question,
-            answer,
+            reply,
             selected_memory,
         },
+        template,
     };
     let record = serde_json::from_value(case["record"].clone()).expect("a record");
     (inputs, record)
@@ -508,9 +532,22 @@ fn guard_each_broken_fact_refuses() {
         ("/requested_change_type", json!("downgrade")),
         ("/question", Value::Null),
         ("/question/timestamp", json!("NaN")),
-        ("/answer", Value::Null),
-        ("/answer/timestamp", json!(1_700_000_601.5)),
-        ("/answer/timestamp", json!("inf")),
+        ("/reply", Value::Null),
+        ("/reply/meaning", json!("no")),
+        ("/reply/meaning", json!("unclear")),
+        ("/reply/timestamp", json!(1_700_000_601.5)),
+        ("/reply/timestamp", json!(1_699_999_995.0)),
+        ("/reply/timestamp", json!("inf")),
+        (
+            "/question/text",
+            json!("Stop the renewal (GIFTWS-SUB-3304 stop_renewal r4)? stop the automatic renewal From 2027-01-01 00:00 UTC: October to December boxes ship as usual"),
+        ),
+        (
+            "/question/text",
+            json!("Stop the renewal (WS-SUB-3304 stop_renewal r4)? From 2027-01-01 00:00 UTC: October to December boxes ship as usual"),
+        ),
+        ("/template", json!({"variations": ["Something else entirely"], "values": {}})),
+        ("/record/options/0/label", json!("cancel now")),
         ("/record/account", json!("acct-2")),
         ("/record/id", json!("WS-SUB-9")),
         ("/record/revision", json!(5)),
@@ -558,9 +595,9 @@ fn an_array_event_never_answers_the_question() {
     };
     assert!(tracker.events[1].typed().is_err());
     let session = tracker.session_events();
-    if let Ok(conversation) = conversation::read(&session, CONFIRM, SELECT) {
+    if let Ok(conversation) = conversation::read(&session, &default_reading()) {
         assert_eq!(
-            conversation.answer, None,
+            conversation.reply, None,
             "an array counted as the customer's answer"
         );
     }

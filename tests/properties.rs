@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
-use actiongate::conversation::{Answer, Conversation, Question};
+use actiongate::conversation::{Conversation, Meaning, Question, Reading, Reply, Signals};
 use actiongate::protocol::Tracker;
 use actiongate::subscriptions::{ChangeOption, Subscription};
 
@@ -22,9 +22,11 @@ struct Perturbation {
     tag: u8,          // 0 ok, 1 empty, 2 malformed
     untrusted: u8,    // 0 ok, 1 nothing written, 2 a field differs
     other_target: u8, // 0 ok, 1 other subscription, 2 other change type, 3 missing
-    question: u8,     // 0 ok, 1 none, 2 without tag, 3 without date, 4 without entitlements
+    question: u8,     // 0 ok, 1 none, 2 without tag, 3 without date, 4 without entitlements,
+    // 5 without label, 6 the tag inside a longer one
     unanswered: bool,
-    gap: f64, // seconds between question and answer
+    meaning: u8, // 0 yes, 1 no, 2 unclear
+    gap: f64,    // seconds between question and reply (negative: the reply's clock is behind)
     missing_time: bool,
 }
 
@@ -34,9 +36,10 @@ fn perturbation() -> impl Strategy<Value = Perturbation> {
         0u8..3,
         0u8..3,
         0u8..4,
-        0u8..5,
+        0u8..7,
         any::<bool>(),
-        0.0f64..1200.0,
+        prop_oneof![3 => Just(0u8), 1 => 1u8..3],
+        -10.0f64..1200.0,
         any::<bool>(),
     )
         .prop_map(
@@ -47,6 +50,7 @@ fn perturbation() -> impl Strategy<Value = Perturbation> {
                 other_target,
                 question,
                 unanswered,
+                meaning,
                 gap,
                 missing_time,
             )| Perturbation {
@@ -56,6 +60,7 @@ fn perturbation() -> impl Strategy<Value = Perturbation> {
                 other_target,
                 question,
                 unanswered,
+                meaning,
                 gap,
                 missing_time,
             },
@@ -96,17 +101,19 @@ fn inputs(p: &Perturbation) -> ApplyInputs {
         written.insert("change_entitlements".into(), json!("something else"));
     }
     let question_text = match p.question {
-        2 => format!("Confirm: {EFFECTIVE}; {ENTITLEMENTS}."),
-        3 => format!("Confirm {TAG}: {ENTITLEMENTS}."),
-        4 => format!("Confirm {TAG}: {EFFECTIVE}."),
-        _ => format!("Confirm {TAG}: {EFFECTIVE}; {ENTITLEMENTS}."),
+        2 => format!("Confirm: Stop renewal, {EFFECTIVE}; {ENTITLEMENTS}."),
+        3 => format!("Confirm {TAG}: Stop renewal; {ENTITLEMENTS}."),
+        4 => format!("Confirm {TAG}: Stop renewal, {EFFECTIVE}."),
+        5 => format!("Confirm {TAG}: {EFFECTIVE}; {ENTITLEMENTS}."),
+        6 => format!("Confirm GIFT{TAG}: Stop renewal, {EFFECTIVE}; {ENTITLEMENTS}."),
+        _ => format!("Confirm {TAG}: Stop renewal, {EFFECTIVE}; {ENTITLEMENTS}."),
     };
     let question = (p.question != 1).then_some(Question {
         text: question_text,
         timestamp: Some(100.0),
         position: 7,
     });
-    let answer = (!p.unanswered && question.is_some()).then(|| Answer {
+    let reply = (!p.unanswered && question.is_some()).then(|| Reply {
         text: "yes".into(),
         timestamp: if p.missing_time {
             None
@@ -114,6 +121,7 @@ fn inputs(p: &Perturbation) -> ApplyInputs {
             Some(100.0 + p.gap)
         },
         message_id: Some("m1".into()),
+        meaning: [Meaning::Yes, Meaning::No, Meaning::Unclear][usize::from(p.meaning)],
     });
     let (sub, change) = match p.other_target {
         0 => (Some("WS-SUB-3304"), Some("stop_renewal")),
@@ -129,9 +137,10 @@ fn inputs(p: &Perturbation) -> ApplyInputs {
         memory,
         conversation: Conversation {
             question,
-            answer,
+            reply,
             selected_memory: (p.untrusted != 1).then_some(written),
         },
+        template: None,
     }
 }
 
@@ -142,6 +151,7 @@ struct Facts {
     revision: i64,
     effective_at: &'static str,
     entitlements_changed: bool,
+    label_changed: bool,
     offered: bool,
 }
 
@@ -156,14 +166,25 @@ fn facts() -> impl Strategy<Value = Facts> {
         ],
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(other_account, revision, effective_at, entitlements_changed, offered)| Facts {
+            |(
                 other_account,
                 revision,
                 effective_at,
                 entitlements_changed,
+                label_changed,
                 offered,
+            )| {
+                Facts {
+                    other_account,
+                    revision,
+                    effective_at,
+                    entitlements_changed,
+                    label_changed,
+                    offered,
+                }
             },
         )
 }
@@ -183,7 +204,11 @@ fn record(f: &Facts) -> Subscription {
         options: if f.offered {
             vec![ChangeOption {
                 change_type: "stop_renewal".into(),
-                label: "Stop renewal".into(),
+                label: if f.label_changed {
+                    "Cancel now".into()
+                } else {
+                    "Stop renewal".into()
+                },
                 effective_at: f.effective_at.into(),
                 entitlements: if f.entitlements_changed {
                     "no refund".into()
@@ -205,12 +230,14 @@ proptest! {
     fn the_guard_approves_if_and_only_if_every_fact_matches(p in perturbation(), f in facts()) {
         let config = ConsentConfig::default();
         let conversation_ok = !p.no_account && p.tag == 0 && p.untrusted == 0 && p.other_target == 0
-            && p.question == 0 && !p.unanswered && !p.missing_time && p.gap <= 600.0;
+            && p.question == 0 && !p.unanswered && p.meaning == 0 && !p.missing_time
+            && p.gap <= 600.0 && p.gap >= -5.0;
         let checked = check_conversation(&inputs(&p), &config);
         prop_assert_eq!(checked.is_ok(), conversation_ok, "{:?}", checked);
         if let Ok(confirmation) = checked {
             let facts_ok = !f.other_account && f.revision == 4 && f.offered
-                && f.effective_at == "2027-01-01T00:00:00Z" && !f.entitlements_changed;
+                && f.effective_at == "2027-01-01T00:00:00Z" && !f.entitlements_changed
+                && !f.label_changed;
             let compared = compare_facts(&confirmation, Some(&record(&f)));
             prop_assert_eq!(compared.is_ok(), facts_ok, "{:?}", compared);
             if let Err(outcome) = compared {
@@ -264,18 +291,21 @@ proptest! {
     }
 }
 
-/// The question (text, position), the answer's text, and the trusted memory, sorted.
+/// The question (text, position), the reply's text and meaning, and the trusted memory,
+/// sorted.
 type Read = (
     Option<(String, usize)>,
-    Option<String>,
+    Option<(String, Meaning)>,
     Option<Vec<(String, Value)>>,
 );
 
 /// The conversation reader's plain forward form: the reference the reverse scan must
-/// agree with.
-fn read_forward(events: &[Value]) -> Read {
+/// agree with (CONTRACT.md section 3, written out as it reads), with the confirm slot
+/// `confirm_change` when `calm`.
+fn read_forward(events: &[Value], calm: bool) -> Read {
     let mut question: Option<(String, usize)> = None;
-    let mut answer: Option<String> = None;
+    let mut reply: Option<(String, bool, bool)> = None;
+    let mut listening = false;
     let mut current: Option<String> = None;
     let mut runs = 0;
     let mut setters: std::collections::HashMap<String, (Value, Option<usize>)> = Default::default();
@@ -283,14 +313,25 @@ fn read_forward(events: &[Value]) -> Read {
         match e["event"].as_str().unwrap() {
             "user" => {
                 current = None;
+                listening = false;
                 let text = e["text"].as_str().unwrap_or("");
-                if !text.starts_with('/') && question.is_some() {
-                    answer = Some(text.to_owned());
+                let counts = !text.is_empty()
+                    && !text.starts_with("EXTERNAL: ")
+                    && (calm || !text.starts_with('/'));
+                if counts && question.is_some() && reply.is_none() {
+                    let intent = e["parse_data"]["intent"]["name"].as_str();
+                    reply = Some((
+                        text.to_owned(),
+                        intent == Some("affirm"),
+                        intent == Some("deny"),
+                    ));
+                    listening = true;
                 }
             }
             "bot" if e["metadata"]["utter_action"] == "utter_confirm_subscription_change" => {
                 question = Some((e["text"].as_str().unwrap().to_owned(), i));
-                answer = None;
+                reply = None;
+                listening = false;
             }
             "action" => {
                 let name = e["name"].as_str().unwrap().to_owned();
@@ -301,6 +342,15 @@ fn read_forward(events: &[Value]) -> Read {
             }
             "slot" => {
                 let name = e["name"].as_str().unwrap();
+                if calm && listening && name == "confirm_change" {
+                    if let (Some((_, yes, no)), Some(b)) = (reply.as_mut(), e["value"].as_bool()) {
+                        if b {
+                            *yes = true
+                        } else {
+                            *no = true
+                        }
+                    }
+                }
                 if actiongate::conversation::CHANGE_MEMORY.contains(&name) {
                     let by =
                         (current.as_deref() == Some("select_subscription_change")).then_some(runs);
@@ -319,7 +369,15 @@ fn read_forward(events: &[Value]) -> Read {
         m.sort_by(|a, b| a.0.cmp(&b.0));
         m
     });
-    (question, answer, memory)
+    let reply = reply.map(|(text, yes, no)| {
+        let meaning = match (yes, no) {
+            (_, true) => Meaning::No,
+            (true, false) => Meaning::Yes,
+            _ => Meaning::Unclear,
+        };
+        (text, meaning)
+    });
+    (question, reply, memory)
 }
 
 fn event_strategy() -> impl Strategy<Value = Value> {
@@ -332,8 +390,21 @@ fn event_strategy() -> impl Strategy<Value = Value> {
         Just("other")
     ];
     prop_oneof![
-        prop_oneof![Just("yes"), Just("/affirm"), Just("no")]
-            .prop_map(|t| json!({"event": "user", "text": t})),
+        prop_oneof![
+            Just(("yes", "affirm")),
+            Just(("/affirm", "affirm")),
+            Just(("/SetSlots(confirm_change=true)", "")),
+            Just(("no", "deny")),
+            Just(("ok thanks", "affirm")),
+            Just(("what?", "ask")),
+            Just(("EXTERNAL: remind", "affirm")),
+            Just(("", "affirm")),
+        ]
+        .prop_map(
+            |(t, i)| json!({"event": "user", "text": t, "parse_data": {"intent": {"name": i}}})
+        ),
+        prop_oneof![Just(json!(true)), Just(json!(false)), Just(json!("yes"))]
+            .prop_map(|v| json!({"event": "slot", "name": "confirm_change", "value": v})),
         prop_oneof![
             Just("utter_confirm_subscription_change"),
             Just("utter_other")
@@ -361,12 +432,16 @@ proptest! {
         let stamped: Vec<Value> = events.iter().enumerate().map(|(i, e)| { let mut e = e.clone(); e["timestamp"] = json!(i as f64); e }).collect();
         let text = json!({"sender_id": "p", "events": stamped}).to_string();
         let tracker: Tracker = serde_json::from_str(&text).unwrap();
-        let ours = actiongate::conversation::read(&tracker.session_events(), "utter_confirm_subscription_change", "select_subscription_change").unwrap();
-        let (question, answer, memory) = read_forward(&stamped);
-        prop_assert_eq!(ours.question.map(|q| (q.text, q.position)), question);
-        prop_assert_eq!(ours.answer.map(|a| a.text), answer);
-        let mut mine: Option<Vec<(String, Value)>> = ours.selected_memory.map(|m| m.into_iter().collect());
-        if let Some(m) = mine.as_mut() { m.sort_by(|a, b| a.0.cmp(&b.0)); }
-        prop_assert_eq!(mine, memory);
+        for calm in [false, true] {
+            let signals = Signals { confirm_slot: calm.then(|| "confirm_change".to_owned()), ..Signals::default() };
+            let reading = Reading { confirm_response: "utter_confirm_subscription_change", select_action: "select_subscription_change", signals: &signals };
+            let ours = actiongate::conversation::read(&tracker.session_events(), &reading).unwrap();
+            let (question, reply, memory) = read_forward(&stamped, calm);
+            prop_assert_eq!(ours.question.map(|q| (q.text, q.position)), question);
+            prop_assert_eq!(ours.reply.map(|r| (r.text, r.meaning)), reply);
+            let mut mine: Option<Vec<(String, Value)>> = ours.selected_memory.map(|m| m.into_iter().collect());
+            if let Some(m) = mine.as_mut() { m.sort_by(|a, b| a.0.cmp(&b.0)); }
+            prop_assert_eq!(mine, memory);
+        }
     }
 }

@@ -11,8 +11,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
-use actiongate::conversation::{Answer, Conversation, Question, CHANGE_MEMORY};
+use actiongate::consent::{
+    check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory, Template,
+};
+use actiongate::conversation::{Conversation, Meaning, Question, Reply, CHANGE_MEMORY};
 use actiongate::subscriptions::model::{change_tag, effective_text};
 use actiongate::subscriptions::{ChangeOption, Note, Subscription};
 use arbitrary::{Result, Unstructured};
@@ -44,11 +46,12 @@ const EFFECTIVE: &[&str] = &[
 ];
 const ENTITLEMENTS: &[&str] = &["boxes ship as usual", "all benefits end", "", "r4", "UTC"];
 const LABELS: &[&str] = &["stop the automatic renewal", "downgrade", ""];
-const GAPS: &[f64] = &[0.0, 1.0, 599.5, 600.0];
+const GAPS: &[f64] = &[0.0, 1.0, 599.5, 600.0, -1.0, -5.0];
 const BAD_GAPS: &[f64] = &[
     600.000_001,
     601.0,
-    -1.0,
+    -5.000_001,
+    -6.0,
     1e9,
     f64::NAN,
     f64::INFINITY,
@@ -136,11 +139,18 @@ fn field(u: &mut Unstructured, good: &str, pool: &[&str]) -> Result<Option<Strin
     }
 }
 
-fn question_text(u: &mut Unstructured, parts: [&str; 3]) -> Result<String> {
+fn question_text(u: &mut Unstructured, parts: [&str; 4]) -> Result<String> {
     let mut pieces: Vec<String> = Vec::new();
     for part in parts {
         if u.ratio(15, 16)? {
             pieces.push(part.to_owned());
+        } else if u.arbitrary()? {
+            // Glued to a longer id or revision: `GIFT` + the tag, or the tag + `2`.
+            pieces.push(if u.arbitrary()? {
+                format!("GIFT{part}")
+            } else {
+                format!("{part}2")
+            });
         } else if u.arbitrary()? {
             // A near miss: the part cut short.
             let cut = part
@@ -218,7 +228,7 @@ fn inputs(u: &mut Unstructured, w: &World) -> Result<ApplyInputs> {
     let asked = if keep(u)? { Some(ASKED) } else { timestamp(u)? };
     let question = if keep(u)? {
         Some(Question {
-            text: question_text(u, [&good_tag, &w.effective, &w.entitlements])?,
+            text: question_text(u, [&good_tag, &w.label, &w.effective, &w.entitlements])?,
             timestamp: asked,
             position: u.arbitrary()?,
         })
@@ -236,14 +246,43 @@ fn inputs(u: &mut Unstructured, w: &World) -> Result<ApplyInputs> {
         Some(t) if u.arbitrary()? => Some(t + *u.choose(BAD_GAPS)?),
         _ => timestamp(u)?,
     };
-    let answer = if keep(u)? {
-        Some(Answer {
+    let reply = if keep(u)? {
+        Some(Reply {
             text: pick(u, &["yes", "no", "/affirm"])?,
             timestamp: answered,
             message_id: maybe(u, &["m1", "m2"])?,
+            meaning: if keep(u)? {
+                Meaning::Yes
+            } else {
+                *u.choose(&[Meaning::No, Meaning::Unclear])?
+            },
         })
     } else {
         None
+    };
+    // The confirmation response's text, sometimes: the question itself (so it renders to
+    // it), a placeholder for one term, or something else.
+    let template = match (u.int_in_range(0..=5u8)?, &question) {
+        (0, Some(q)) => Some(Template {
+            variations: vec![q.text.replace('{', "{{").replace('}', "}}")],
+            values: HashMap::new(),
+        }),
+        (1, Some(q)) if !w.label.is_empty() && q.text.contains(&w.label) => Some(Template {
+            variations: vec![q
+                .text
+                .replace('{', "{{")
+                .replace('}', "}}")
+                .replacen(&w.label, "{change_label}", 1)],
+            values: HashMap::from([(
+                "change_label".to_owned(),
+                Value::from(if keep(u)? { w.label.clone() } else { pick(u, LABELS)? }),
+            )]),
+        }),
+        (2, _) => Some(Template {
+            variations: vec![u.arbitrary()?],
+            values: HashMap::new(),
+        }),
+        _ => None,
     };
     Ok(ApplyInputs {
         sender_id: pick(u, &["sender-1", "sender-2"])?,
@@ -257,9 +296,10 @@ fn inputs(u: &mut Unstructured, w: &World) -> Result<ApplyInputs> {
         memory,
         conversation: Conversation {
             question,
-            answer,
+            reply,
             selected_memory,
         },
+        template,
     })
 }
 
@@ -358,8 +398,12 @@ fn as_json(inputs: &ApplyInputs, record: &Subscription) -> Value {
         "question": c.question.as_ref().map(|q| serde_json::json!({
             "text": q.text, "timestamp": time(q.timestamp), "position": q.position,
         })),
-        "answer": c.answer.as_ref().map(|a| serde_json::json!({
-            "text": a.text, "timestamp": time(a.timestamp), "message_id": a.message_id,
+        "reply": c.reply.as_ref().map(|r| serde_json::json!({
+            "text": r.text, "timestamp": time(r.timestamp), "message_id": r.message_id,
+            "meaning": format!("{:?}", r.meaning).to_lowercase(),
+        })),
+        "template": inputs.template.as_ref().map(|t| serde_json::json!({
+            "variations": t.variations, "values": t.values,
         })),
         "selected_memory": c.selected_memory,
         "record": record,

@@ -24,7 +24,9 @@ impl Action for CheckSubscriptionChange {
         Box::pin(async move {
             let guard = &self.0.guard;
             let tracker = call.tracker;
-            let outcome = match account(tracker, &guard.config.identity) {
+            let account = account(tracker, &guard.config.identity)
+                .map_err(|e| ActionError::rejected(e.to_string()))?;
+            let outcome = match account.clone() {
                 None => Outcome::denied(),
                 Some(account) => {
                     let op = guard
@@ -40,7 +42,13 @@ impl Action for CheckSubscriptionChange {
                 }
             };
             self.0
-                .audit("check_subscription_change", tracker, &outcome, None)
+                .audit(
+                    "check_subscription_change",
+                    tracker,
+                    account,
+                    &outcome,
+                    None,
+                )
                 .await?;
             Ok(outcome_events(&outcome, dispatcher))
         })

@@ -24,7 +24,9 @@ impl Action for ListSubscriptions {
         Box::pin(async move {
             let guard = &self.0.guard;
             let tracker = call.tracker;
-            let Some(account) = account(tracker, &guard.config.identity) else {
+            let account = account(tracker, &guard.config.identity)
+                .map_err(|e| ActionError::rejected(e.to_string()))?;
+            let Some(account) = account else {
                 return Ok(outcome_events(&Outcome::denied(), dispatcher));
             };
             let subscriptions = match guard.client.list(&account).await {

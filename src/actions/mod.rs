@@ -125,10 +125,10 @@ impl Subscriptions {
         &self,
         action: &str,
         tracker: &Tracker<'_>,
+        account: Option<String>,
         outcome: &Outcome,
         terms: Option<&Terms>,
     ) -> Result<(), ActionError> {
-        let account = crate::consent::identity::account(tracker, &self.guard.config.identity);
         let target = match (
             tracker.slots.get_str("subscription"),
             tracker.slots.get_str("change_type"),

@@ -26,11 +26,14 @@ impl Action for SelectSubscriptionChange {
     ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
         Box::pin(async move {
             let tracker = call.tracker;
-            let (outcome, terms) = self.select(call).await;
+            let account = account(tracker, &self.0.guard.config.identity)
+                .map_err(|e| ActionError::rejected(e.to_string()))?;
+            let (outcome, terms) = self.select(call, account.as_deref()).await;
             self.0
                 .audit(
                     "select_subscription_change",
                     tracker,
+                    account,
                     &outcome,
                     terms.as_ref().map(|(t, _)| t),
                 )
@@ -62,10 +65,14 @@ impl Action for SelectSubscriptionChange {
 
 impl SelectSubscriptionChange {
     /// The outcome, and on success the terms with the subscription's display name.
-    async fn select(&self, call: ActionCall<'_>) -> (Outcome, Option<(Terms, String)>) {
+    async fn select(
+        &self,
+        call: ActionCall<'_>,
+        account: Option<&str>,
+    ) -> (Outcome, Option<(Terms, String)>) {
         let guard = &self.0.guard;
         let tracker = call.tracker;
-        let Some(account) = account(tracker, &guard.config.identity) else {
+        let Some(account) = account else {
             return (Outcome::denied(), None);
         };
         let Some(id) = tracker

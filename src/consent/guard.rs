@@ -1,10 +1,13 @@
-//! The checks, their order, and the confirmed change they produce.
+//! The checks of CONTRACT.md section 4, their order, and the confirmed change they produce.
 //!
-//! Steps 1 to 8 read only the conversation ([`check_conversation`], pure); step 9 reads
-//! the service; steps 10 and 11 compare ([`compare_facts`], pure); step 12 spends the
-//! account's budget; step 13 sends, through [`ConfirmedChange::send`], at most once per
-//! request key.
+//! Steps 1 to 10 read only the conversation ([`check_conversation`], pure). A repeat of a
+//! confirmation already acted on is recognised right after step 10 and answered with the
+//! first call's outcome. Step 11 reads the service; steps 12 and 13 compare
+//! ([`compare_facts`], pure); step 14 spends the account's budget; step 15 sends, through
+//! [`ConfirmedChange::send`], at most once per request key, and never while another
+//! command for the same subscription has an unknown outcome.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,10 +15,11 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::outcome::{Outcome, Reason, Status, Terms};
-use super::ConsentConfig;
-use crate::conversation::{self, Answer, Conversation, Question, CHANGE_MEMORY};
-use crate::protocol::Tracker;
-use crate::store::{now_ms, AuditEntry, OpState, Operation, Store, StoreError};
+use super::question::{self, contains_whole};
+use super::{ConsentConfig, QuestionCheck};
+use crate::conversation::{self, Conversation, Meaning, Question, Reading, Reply, CHANGE_MEMORY};
+use crate::protocol::{EventKind, Tracker};
+use crate::store::{now_ms, AuditEntry, Claim, OpState, Operation, Store, StoreError};
 use crate::subscriptions::model::{change_tag, effective_text, Tag};
 use crate::subscriptions::{CommandOutcome, ServiceClient, Subscription};
 
@@ -41,30 +45,62 @@ impl Memory {
     }
 }
 
+/// The confirmation response as the customer could have read it: its text variations
+/// (from the domain) and the slots' values when the question was sent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Template {
+    pub variations: Vec<String>,
+    pub values: HashMap<String, Value>,
+}
+
 /// Everything `apply_subscription_change` decides on, read from the tracker once.
 #[derive(Debug, Clone)]
 pub struct ApplyInputs {
     pub sender_id: String,
+    /// The authenticated account; `None` also when the identity was changed after the
+    /// session's start.
     pub account: Option<String>,
     /// What the customer asked for (model-settable slots).
     pub requested_subscription: Option<String>,
     pub requested_change_type: Option<String>,
     pub memory: Memory,
     pub conversation: Conversation,
+    /// The confirmation response's text, when the domain carries it and the question is
+    /// checked against it (`consent.question: template`).
+    pub template: Option<Template>,
 }
 
 impl ApplyInputs {
+    /// Reads the inputs; `domain` is the domain Rasa sent (or the cached one), when known.
     pub fn from_tracker(
         tracker: &Tracker<'_>,
+        domain: Option<&Value>,
         config: &ConsentConfig,
     ) -> Result<Self, conversation::MalformedEvent> {
         let events = tracker.session_events();
-        let conversation =
-            conversation::read(&events, &config.confirm_response, &config.select_action)?;
+        let reading = Reading {
+            confirm_response: &config.confirm_response,
+            select_action: &config.select_action,
+            signals: &config.signals,
+        };
+        let conversation = conversation::read(&events, &reading)?;
+        let template = match (&conversation.question, domain, config.question) {
+            (Some(asked), Some(domain), QuestionCheck::Template) => {
+                match question::variations(domain, &config.confirm_response) {
+                    None => None,
+                    Some(variations) => {
+                        let values =
+                            values_when_asked(tracker, domain, &events, asked, &variations)?;
+                        Some(Template { variations, values })
+                    }
+                }
+            }
+            _ => None,
+        };
         let text = |name: &str| tracker.slots.get_str(name).map(str::to_owned);
         Ok(Self {
             sender_id: tracker.sender_id.clone(),
-            account: super::identity::account(tracker, &config.identity),
+            account: super::identity::account_in(tracker, &events, &config.identity)?,
             requested_subscription: text("subscription"),
             requested_change_type: text("change_type"),
             memory: Memory {
@@ -75,29 +111,72 @@ impl ApplyInputs {
                 tag: text(CHANGE_MEMORY[4]),
             },
             conversation,
+            template,
         })
     }
 }
 
-/// A confirmation that passed steps 1 to 8: this customer was asked exactly these terms
-/// and answered.
+/// The values of the slots the variations name, as they were when the question was sent:
+/// the latest slot event before it; when the session's start is not in the events (Rasa
+/// trimmed the front) and nothing set the slot since, its value now; otherwise the
+/// domain's initial value (null unless it says otherwise). A name the domain has no slot
+/// for stays missing, as it is to Rasa, which then sends the template unrendered.
+fn values_when_asked(
+    tracker: &Tracker<'_>,
+    domain: &Value,
+    events: &[&crate::protocol::RawEvent<'_>],
+    asked: &Question,
+    variations: &[String],
+) -> Result<HashMap<String, Value>, conversation::MalformedEvent> {
+    let mut names: Vec<&str> = variations
+        .iter()
+        .flat_map(|v| question::placeholders(v))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut values = conversation::slots_before(events, asked.position, &names)?;
+    let trimmed = events
+        .first()
+        .is_none_or(|e| e.kind() != EventKind::SessionStarted);
+    for name in names {
+        if values.contains_key(name) {
+            continue;
+        }
+        let declared = domain.get("slots").and_then(|s| s.get(name));
+        if trimmed && !conversation::set_after(events, asked.position, name)? {
+            if let Some(now) = tracker.slots.get(name) {
+                values.insert(name.to_owned(), now.clone());
+                continue;
+            }
+        }
+        if let Some(slot) = declared {
+            let initial = slot.get("initial_value").cloned().unwrap_or(Value::Null);
+            values.insert(name.to_owned(), initial);
+        }
+    }
+    Ok(values)
+}
+
+/// A confirmation that passed steps 1 to 10: this customer was asked exactly these terms
+/// and said yes, in time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Confirmation {
     pub account: String,
     pub tag: Tag,
     pub terms: Terms,
     pub question: Question,
-    pub answer: Answer,
+    pub reply: Reply,
     pub request_key: String,
 }
 
-/// Steps 1 to 8: who asks, what is in memory and where it came from, what was asked and
-/// answered. The first failing check decides.
+/// Steps 1 to 10 of CONTRACT.md section 4: who asks, what is in memory and where it came
+/// from, what was asked, what the customer replied and what it means, and when. The first
+/// failing check decides.
 pub fn check_conversation(
     inputs: &ApplyInputs,
     config: &ConsentConfig,
 ) -> Result<Confirmation, Outcome> {
-    // 1. An authenticated account.
+    // 1. An authenticated account, as the session's start wrote it.
     let account = inputs.account.clone().ok_or_else(Outcome::denied)?;
     // 2. A change in memory.
     let tag = inputs
@@ -131,66 +210,79 @@ pub fn check_conversation(
     {
         return Err(Outcome::blocked(Reason::TargetMismatch));
     }
-    // 5. The latest confirmation question carries this tag.
+    // 5. The latest confirmation question carries this tag, as a whole.
     let question = inputs
         .conversation
         .question
         .clone()
-        .filter(|q| q.text.contains(&terms.tag))
+        .filter(|q| contains_whole(&q.text, &terms.tag))
         .ok_or(Outcome::blocked(Reason::NotAsked))?;
-    // 6. A customer message answers it.
-    let answer = inputs
+    // 6. The customer replied to it.
+    let reply = inputs
         .conversation
-        .answer
+        .reply
         .clone()
         .ok_or(Outcome::blocked(Reason::NotAnswered))?;
-    // 7. The question read out the date and the entitlements line.
-    if terms.effective.is_empty()
-        || terms.entitlements.is_empty()
-        || !question.text.contains(&terms.effective)
-        || !question.text.contains(&terms.entitlements)
-    {
+    // 7 and 8. The reply is a yes: any no declines; no yes, no consent.
+    match reply.meaning {
+        Meaning::Yes => {}
+        Meaning::No => return Err(Outcome::blocked(Reason::Declined)),
+        Meaning::Unclear => return Err(Outcome::blocked(Reason::NotConfirmed)),
+    }
+    // 9. The question read out every term, and is the confirmation response as Rasa
+    // rendered it (when its text is known).
+    let read_out = [&terms.label, &terms.effective, &terms.entitlements]
+        .iter()
+        .all(|term| !term.is_empty() && question.text.contains(term.as_str()));
+    let rendered = inputs.template.as_ref().is_none_or(|template| {
+        template.variations.iter().any(|variation| {
+            question::render(variation, &template.values)
+                .is_some_and(|text| text.trim_end() == question.text.trim_end())
+        })
+    });
+    if !(read_out && rendered) {
         return Err(Outcome::blocked(Reason::QuestionIncomplete));
     }
-    // 8. The answer came after the question and within the window (unknown times fail
-    // closed).
-    let fresh = match (question.timestamp, answer.timestamp) {
-        (Some(asked), Some(answered)) => {
-            answered >= asked && answered - asked <= config.window.as_secs_f64()
+    // 10. The reply came within the window after the question; a little before it is
+    // another replica's clock; unknown times fail closed.
+    let fresh = match (question.timestamp, reply.timestamp) {
+        (Some(asked), Some(replied)) => {
+            replied - asked <= config.window.as_secs_f64()
+                && asked - replied <= config.clock_skew.as_secs_f64()
         }
         _ => false,
     };
     if !fresh {
         return Err(Outcome::blocked(Reason::ConfirmationExpired));
     }
-    let request_key = request_key(&inputs.sender_id, &terms.tag, &question, &answer);
+    let request_key = request_key(&inputs.sender_id, &terms.tag, &question, &reply);
     Ok(Confirmation {
         account,
         tag,
         terms,
         question,
-        answer,
+        reply,
         request_key,
     })
 }
 
-/// The request key: derived from the conversation, the tag and the confirmation's events,
-/// so every delivery of the same "yes" has the same key.
-pub fn request_key(sender_id: &str, tag: &str, question: &Question, answer: &Answer) -> String {
+/// The request key: derived from the conversation, the tag, the question (its text and
+/// timestamp) and the reply (its message id, timestamp and text), so every delivery of the
+/// same "yes" has the same key. Never from positions in the tracker: Rasa trims its front.
+pub fn request_key(sender_id: &str, tag: &str, question: &Question, reply: &Reply) -> String {
     let mut hash = Sha256::new();
     for part in [
         sender_id,
         tag,
-        &question.position.to_string(),
         &question
             .timestamp
             .map(f64::to_bits)
             .unwrap_or(0)
             .to_string(),
         &question.text,
-        answer.message_id.as_deref().unwrap_or(""),
-        &answer.timestamp.map(f64::to_bits).unwrap_or(0).to_string(),
-        &answer.text,
+        reply.message_id.as_deref().unwrap_or(""),
+        &reply.timestamp.map(f64::to_bits).unwrap_or(0).to_string(),
+        &reply.text,
     ] {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part.as_bytes());
@@ -209,21 +301,22 @@ pub fn current_terms(record: &Subscription, change_type: &str) -> Option<Terms> 
     })
 }
 
-/// Steps 10 and 11: the record is the account's, and the confirmed terms are still the
-/// service's. Returns the current terms.
+/// Steps 12 and 13: the record is the account's, and every confirmed term (revision,
+/// label, date, entitlements) is still the service's. Returns the current terms.
 pub fn compare_facts(
     confirmation: &Confirmation,
     record: Option<&Subscription>,
 ) -> Result<Terms, Outcome> {
-    // 10. The account's own subscription; nothing about another's is revealed.
+    // 12. The account's own subscription; nothing about another's is revealed.
     let record = record
         .filter(|r| r.account == confirmation.account && r.id == confirmation.tag.subscription)
         .ok_or_else(Outcome::denied)?;
-    // 11. Revision, date and entitlements unchanged.
+    // 13. Revision, label, date and entitlements unchanged.
     let current = current_terms(record, &confirmation.tag.change_type);
     let unchanged = record.revision == confirmation.tag.revision
         && current.as_ref().is_some_and(|now| {
-            now.effective == confirmation.terms.effective
+            now.label == confirmation.terms.label
+                && now.effective == confirmation.terms.effective
                 && now.entitlements == confirmation.terms.entitlements
         });
     match current {
@@ -261,7 +354,7 @@ impl ConfirmedChange {
         &self.confirmation.request_key
     }
 
-    /// Step 13: the command, with `If-Match` and `Idempotency-Key`; the outcome recorded.
+    /// Step 15: the command, with `If-Match` and `Idempotency-Key`; the outcome recorded.
     async fn send(self, client: &ServiceClient, store: &Store) -> Result<Outcome, StoreError> {
         let c = &self.confirmation;
         let key = &c.request_key;
@@ -368,30 +461,47 @@ impl Guard {
         Ok(outcome)
     }
 
-    /// Steps 9 to 13, once the conversation checks passed.
+    /// Steps 11 to 15, once the conversation checks passed.
     async fn decide(
         &self,
         confirmation: Confirmation,
         inputs: &ApplyInputs,
     ) -> Result<Outcome, StoreError> {
-        // A repeat of a confirmation already acted on: the first call's outcome.
-        if let Some(op) = self.store.operation(&confirmation.request_key).await? {
+        // Recognised right after step 10: a repeat of a confirmation already acted on gets
+        // the first call's outcome, and steps 11 to 14 are skipped, since the change itself
+        // has moved the record on.
+        let key = &confirmation.request_key;
+        if let Some(op) = self.store.operation(key).await? {
             return self.replay(op).await;
         }
-        // 9, 10, 11. The facts as they are now, compared; fail closed.
+        // While a command for this subscription has an unknown outcome, nothing else is
+        // sent for it (the claim below enforces it atomically; this spares the service a
+        // read).
+        if let Some(open) = self
+            .store
+            .open_operation(&confirmation.tag.subscription)
+            .await?
+        {
+            return if open.request_key == *key {
+                self.replay(open).await
+            } else {
+                Ok(pending())
+            };
+        }
+        // 11, 12, 13. The facts as they are now, compared; fail closed.
         let current = match self.read_and_compare(&confirmation).await {
             Ok(current) => current,
             Err(refusal) => {
                 // Another delivery of the same "yes" may have claimed and applied it since
                 // the lookup above, moving the record on: then its outcome is the answer.
-                if let Some(op) = self.store.operation(&confirmation.request_key).await? {
+                if let Some(op) = self.store.operation(key).await? {
                     return self.replay(op).await;
                 }
                 return Ok(refusal);
             }
         };
         let op = Operation {
-            request_key: confirmation.request_key.clone(),
+            request_key: key.clone(),
             sender_id: inputs.sender_id.clone(),
             account: confirmation.account.clone(),
             subscription: confirmation.tag.subscription.clone(),
@@ -403,22 +513,27 @@ impl Guard {
             created_at: now_ms(),
             updated_at: now_ms(),
         };
-        if !self.store.claim(&op).await? {
+        match self.store.claim(&op).await? {
+            Claim::Claimed => {}
             // Another delivery of the same "yes" got here first.
-            let op = self.store.operation(&op.request_key).await?.unwrap_or(op);
-            return self.replay(op).await;
+            Claim::KeyTaken => {
+                let op = self.store.operation(key).await?.unwrap_or(op);
+                return self.replay(op).await;
+            }
+            // Another confirmation's command for this subscription is unresolved.
+            Claim::SubscriptionBusy => return Ok(pending()),
         }
-        // 12. The account's budget.
+        // 14. The account's budget.
         let rate = self.config.rate;
         if !self
             .store
             .take_token(&confirmation.account, rate.capacity, rate.per_second)
             .await?
         {
-            self.store.release(&confirmation.request_key).await?;
+            self.store.release(key).await?;
             return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
         }
-        // 13.
+        // 15. The command.
         ConfirmedChange {
             confirmation,
             current,
@@ -427,7 +542,7 @@ impl Guard {
         .await
     }
 
-    /// Steps 9 to 11: reads the record and compares it with the confirmation.
+    /// Steps 11 to 13: reads the record and compares it with the confirmation.
     async fn read_and_compare(&self, confirmation: &Confirmation) -> Result<Terms, Outcome> {
         let record = self
             .client
@@ -567,10 +682,11 @@ mod tests {
                     timestamp: None,
                     position: 0,
                 },
-                answer: Answer {
+                reply: Reply {
                     text: String::new(),
                     timestamp: None,
                     message_id: None,
+                    meaning: Meaning::Yes,
                 },
                 request_key: key.into(),
             },

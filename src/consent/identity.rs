@@ -8,7 +8,8 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
-use crate::protocol::Tracker;
+use crate::conversation::{self, MalformedEvent};
+use crate::protocol::{RawEvent, Tracker};
 
 /// How the account is read.
 #[derive(Debug, Clone)]
@@ -31,20 +32,45 @@ impl Default for IdentityConfig {
     }
 }
 
-/// The authenticated account of this conversation, if any.
-pub fn account(tracker: &Tracker<'_>, config: &IdentityConfig) -> Option<String> {
-    let value = tracker
-        .get_slot("session_started_metadata")?
-        .get(&config.account_key)?
-        .as_str()?
-        .trim();
-    if value.is_empty() {
-        return None;
+/// The slot Rasa fills with the metadata of the session's start.
+pub const SESSION_METADATA_SLOT: &str = "session_started_metadata";
+
+/// The authenticated account of this conversation, if any (CONTRACT.md section 2).
+pub fn account(
+    tracker: &Tracker<'_>,
+    config: &IdentityConfig,
+) -> Result<Option<String>, MalformedEvent> {
+    account_in(tracker, &tracker.session_events(), config)
+}
+
+/// [`account`], given the session's applied events. Only the value the session's start
+/// wrote counts: a `slot` event for the metadata after a customer message of this session
+/// makes the identity untrusted (`None`), whatever it says.
+pub fn account_in(
+    tracker: &Tracker<'_>,
+    session: &[&RawEvent<'_>],
+    config: &IdentityConfig,
+) -> Result<Option<String>, MalformedEvent> {
+    let Some(value) = tracker
+        .get_slot(SESSION_METADATA_SLOT)
+        .and_then(|m| m.get(&config.account_key))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(None);
+    };
+    if conversation::slot_set_after_customer_spoke(session, SESSION_METADATA_SLOT)? {
+        tracing::warn!(
+            sender = %tracker.sender_id,
+            "the session's identity was set again after the customer spoke; it is not trusted"
+        );
+        return Ok(None);
     }
-    match &config.signing_secret {
+    Ok(match &config.signing_secret {
         None => Some(value.to_owned()),
         Some(secret) => verify_hs256(value, secret.as_bytes(), &config.claim, now_secs()),
-    }
+    })
 }
 
 fn now_secs() -> i64 {

@@ -4,10 +4,12 @@
 mod guard;
 pub mod identity;
 pub mod outcome;
+pub mod question;
 
+pub use crate::conversation::Signals;
 pub use guard::{
     check_conversation, compare_facts, current_terms, request_key, ApplyInputs, Confirmation,
-    ConfirmedChange, Guard, Memory,
+    ConfirmedChange, Guard, Memory, Template,
 };
 pub use identity::IdentityConfig;
 pub use outcome::{Outcome, Reason, Status, Terms};
@@ -32,6 +34,20 @@ impl Default for RateLimit {
     }
 }
 
+/// How the question is held to what the customer read (CONTRACT.md section 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionCheck {
+    /// The question must be one of the confirmation response's text variations rendered
+    /// with the slots' values when it was sent (when the domain carries the response), and
+    /// carry every term.
+    #[default]
+    Template,
+    /// The question must carry every term; its wording around them is free (for assistants
+    /// that rephrase the question).
+    Terms,
+}
+
 /// How consent is established and checked.
 #[derive(Debug, Clone)]
 pub struct ConsentConfig {
@@ -39,8 +55,14 @@ pub struct ConsentConfig {
     pub confirm_response: String,
     /// The action whose slot events are the change memory.
     pub select_action: String,
+    /// Where the reply's yes or no is read.
+    pub signals: Signals,
+    pub question: QuestionCheck,
     /// How long after the question a "yes" still counts.
     pub window: Duration,
+    /// How much earlier than the question a reply may be timestamped (Rasa replicas'
+    /// clocks differ) and still count.
+    pub clock_skew: Duration,
     pub identity: IdentityConfig,
     pub rate: RateLimit,
     /// How long a repeated call waits for the first call's outcome: as long as the first
@@ -56,7 +78,10 @@ impl Default for ConsentConfig {
         Self {
             confirm_response: "utter_confirm_subscription_change".to_owned(),
             select_action: "select_subscription_change".to_owned(),
+            signals: Signals::default(),
+            question: QuestionCheck::Template,
             window: Duration::from_secs(600),
+            clock_skew: Duration::from_secs(5),
             identity: IdentityConfig::default(),
             rate: RateLimit::default(),
             in_flight_wait: Duration::from_secs(10),

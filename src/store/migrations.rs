@@ -9,8 +9,9 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
     sqlite: "
 CREATE TABLE operations (
     request_key TEXT PRIMARY KEY, sender_id TEXT NOT NULL, account TEXT NOT NULL,
@@ -39,7 +40,22 @@ CREATE TABLE audit (
     status TEXT NOT NULL, reason TEXT, request_key TEXT);
 CREATE INDEX audit_sender ON audit (sender_id, at);
 ",
-}];
+    },
+    // At most one operation per subscription whose outcome is not known (CONTRACT.md
+    // section 4): a command for a subscription is not sent while another one's may have
+    // been applied. A partial unique index, so the claim enforces it atomically on every
+    // replica.
+    Migration {
+        version: 2,
+        sqlite: OPEN_PER_SUBSCRIPTION,
+        postgres: OPEN_PER_SUBSCRIPTION,
+    },
+];
+
+const OPEN_PER_SUBSCRIPTION: &str = "
+CREATE UNIQUE INDEX operations_open_per_subscription ON operations (subscription)
+    WHERE state IN ('claimed', 'sent', 'unknown');
+";
 
 /// Applies the migrations not yet applied. On PostgreSQL an advisory lock keeps two
 /// replicas starting together from both applying them.

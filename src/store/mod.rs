@@ -57,6 +57,17 @@ impl OpState {
     }
 }
 
+/// What a claim of a request key found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// This call owns the key: it may send the command.
+    Claimed,
+    /// The key is another delivery's (of the same confirmation).
+    KeyTaken,
+    /// Another operation for the same subscription has no known outcome yet.
+    SubscriptionBusy,
+}
+
 /// One confirmed change, from the claim of its request key to its outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct Operation {
@@ -177,12 +188,13 @@ impl Store {
     }
 
     /// Claims a request key. Atomic: of any number of concurrent claims for one key, on
-    /// any number of replicas, exactly one returns `true`.
-    pub async fn claim(&self, op: &Operation) -> Result<bool, StoreError> {
+    /// any number of replicas, exactly one is [`Claim::Claimed`]; and no key is claimed
+    /// while another operation for the same subscription is claimed, sent or unknown.
+    pub async fn claim(&self, op: &Operation) -> Result<Claim, StoreError> {
         let done = sqlx::query(
             "INSERT INTO operations (request_key, sender_id, account, subscription, change_type, revision, \
              terms, state, outcome, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'claimed', NULL, $8, $8) \
-             ON CONFLICT (request_key) DO NOTHING",
+             ON CONFLICT DO NOTHING",
         )
         .bind(&op.request_key)
         .bind(&op.sender_id)
@@ -194,7 +206,30 @@ impl Store {
         .bind(now_ms())
         .execute(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() == 1 {
+            return Ok(Claim::Claimed);
+        }
+        // Either constraint refused it: the key's own row, or the subscription's open one.
+        Ok(if self.operation(&op.request_key).await?.is_some() {
+            Claim::KeyTaken
+        } else {
+            Claim::SubscriptionBusy
+        })
+    }
+
+    /// The subscription's operation whose outcome is not known yet (claimed, sent or
+    /// unknown), if there is one.
+    pub async fn open_operation(
+        &self,
+        subscription: &str,
+    ) -> Result<Option<Operation>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE subscription = $1 AND state IN ('claimed', 'sent', 'unknown') LIMIT 1"
+        ))
+        .bind(subscription)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| operation_from(&r)))
     }
 
     /// Moves an operation to a new state, with its outcome when known.

@@ -88,13 +88,17 @@ pub struct Tag {
 }
 
 impl Tag {
-    /// Parses `WS-SUB-3304 stop_renewal r4`; anything else is `None`.
+    /// Parses `WS-SUB-3304 stop_renewal r4`, from the right: the revision, then the change
+    /// type, and the rest is the subscription's id (which may hold spaces, but does not
+    /// begin or end with one). Anything else is `None`.
     pub fn parse(tag: &str) -> Option<Self> {
-        let mut parts = tag.split(' ');
-        let subscription = parts.next().filter(|s| !s.is_empty())?;
-        let change_type = parts.next().filter(|s| !s.is_empty())?;
-        let revision = parts.next()?.strip_prefix('r')?;
-        if parts.next().is_some()
+        let (rest, revision) = tag.rsplit_once(' ')?;
+        let (subscription, change_type) = rest.rsplit_once(' ')?;
+        let revision = revision.strip_prefix('r')?;
+        if subscription.is_empty()
+            || subscription.trim() != subscription
+            || subscription.contains("  ")
+            || change_type.is_empty()
             || revision.is_empty()
             || !revision.bytes().all(|b| b.is_ascii_digit())
         {
@@ -126,6 +130,16 @@ mod tests {
     fn tags_round_trip_and_reject_anything_else() {
         let tag = Tag::parse(&change_tag("WS-SUB-3304", "stop_renewal", 4)).unwrap();
         assert_eq!(tag.revision, 4);
+        // Ids may hold spaces: the tag is read from the right.
+        let spaced = Tag::parse("ACME BOX 7 stop_renewal r12").unwrap();
+        assert_eq!(
+            (
+                spaced.subscription.as_str(),
+                spaced.change_type.as_str(),
+                spaced.revision
+            ),
+            ("ACME BOX 7", "stop_renewal", 12)
+        );
         for bad in [
             "",
             "WS-SUB-3304",
@@ -133,6 +147,8 @@ mod tests {
             "WS-SUB-3304 stop_renewal 4",
             "WS-SUB-3304 stop_renewal r",
             "WS-SUB-3304 stop_renewal r4 x",
+            " WS-SUB-3304 stop_renewal r4",
+            "WS-SUB-3304 stop_renewal r4 ",
             "WS-SUB-3304  stop_renewal r4",
             "WS-SUB-3304 stop_renewal r-4",
             "stop_renewal",
