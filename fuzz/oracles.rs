@@ -420,9 +420,9 @@ fn check_conversation(
 }
 
 /// The webhook_parse checks on one body: the server's reading (as text when the body is
-/// UTF-8) accepts exactly what reading the bytes accepts, with the same events; every tracker
-/// helper runs; a tracker serialises back to JSON that parses again with the same events,
-/// and to the same bytes a second time.
+/// UTF-8) accepts exactly what reading the bytes accepts, with the same events, and only
+/// objects; every tracker helper runs; a tracker serialises back to JSON that parses again
+/// with the same events, and to the same bytes a second time.
 pub fn check_webhook(data: &[u8]) {
     let parsed = WebhookRequest::parse(data);
     let as_bytes = serde_json::from_slice::<Option<WebhookRequest>>(data);
@@ -448,6 +448,12 @@ pub fn check_webhook(data: &[u8]) {
     let Ok(Some(request)) = parsed else {
         return;
     };
+    // Serde's derived structs also read a list by position; only an object is a request.
+    assert_eq!(
+        data.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(&b'{'),
+        "a body that is not an object was read as a request"
+    );
     let Some(tracker) = request.tracker.as_ref() else {
         return;
     };

@@ -1,6 +1,8 @@
 //! Logging: `tracing` to stderr as text or JSON, at the level the flags choose. Message
-//! text and slot values are logged only at debug level.
+//! text and slot values are logged only at debug level; colour only on a terminal.
 
+use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::sync::Once;
 
 use tracing_subscriber::EnvFilter;
@@ -28,11 +30,23 @@ pub fn init(verbosity: u8, quiet: bool, format: LogFormat) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR"),
+        ));
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// Whether the text log is coloured: only on a terminal, since a file or journald would
+/// keep the escape codes as text, and never when `NO_COLOR` is set and not empty
+/// (no-color.org). Setting ANSI explicitly overrides tracing-subscriber's own `NO_COLOR`
+/// check, so it is made here.
+fn colour(stderr_is_terminal: bool, no_color: Option<OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// Installs rustls' crypto provider (ring) once, for the server's TLS and the client.
@@ -41,4 +55,18 @@ pub fn install_crypto() {
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some("".into())), "an empty NO_COLOR is unset");
+        assert!(!colour(true, Some("1".into())));
+        assert!(!colour(false, None), "a file or a pipe gets no colour");
+        assert!(!colour(false, Some("1".into())));
+    }
 }

@@ -184,3 +184,44 @@ fn serve_refuses_a_bad_configuration() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("databse_url"));
 }
+
+#[test]
+fn the_log_has_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["subscription-service", "--port", "0", "--data-dir"])
+        .arg(dir.path())
+        // Colour must be off because stderr is a pipe, not because NO_COLOR says so.
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            if lines.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = String::new();
+    let listening = loop {
+        match received.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(line) => {
+                log.push_str(&line);
+                log.push('\n');
+                if line.contains("listening") {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(listening, "the service never said it was listening:\n{log}");
+    assert!(!log.contains('\x1b'), "colour codes in the log: {log:?}");
+}

@@ -255,6 +255,7 @@ async fn a_successful_answer_is_json_with_events_and_eight_key_messages() {
 async fn without_next_action_the_answer_is_null() {
     let s = spawn(|_| {}).await;
     for value in [
+        json!({}),
         json!({"sender_id": "s"}),
         json!({"next_action": ""}),
         json!({"next_action": null}),
@@ -463,8 +464,13 @@ async fn hostile_input_gets_a_4xx_json_error_and_the_server_keeps_serving() {
     invalid_utf8.extend_from_slice(br#""}}"#);
     let cases: Vec<HostileCase> = vec![
         ("malformed JSON", b"{\"next_action\": ".to_vec(), vec![], 400),
-        ("not an object", b"[1, 2]".to_vec(), vec![], 400),
-        ("a string", b"\"count_events\"".to_vec(), vec![], 400),
+        ("not an object: a list", b"[1, 2]".to_vec(), vec![], 400),
+        ("not an object: an empty list", b"[]".to_vec(), vec![], 400),
+        ("not an object: a list of nulls", b"[null, null]".to_vec(), vec![], 400),
+        ("not an object: a list naming an action", br#"["count_events", "s", {"sender_id": "s"}]"#.to_vec(), vec![], 400),
+        ("not an object: a string", b"\"count_events\"".to_vec(), vec![], 400),
+        ("not an object: a number", b"5".to_vec(), vec![], 400),
+        ("not an object: a boolean", b" true ".to_vec(), vec![], 400),
         ("null", b"null".to_vec(), vec![], 400),
         ("empty", b"".to_vec(), vec![], 400),
         ("missing tracker", br#"{"next_action":"count_events"}"#.to_vec(), vec![], 400),
@@ -504,6 +510,15 @@ async fn hostile_input_gets_a_4xx_json_error_and_the_server_keeps_serving() {
         let error = json_error(&text);
         if expected == 400 && name.contains("tracker") && !name.contains("list") {
             assert_eq!(error["action_name"], "count_events", "{name}");
+        }
+        if name.starts_with("not an object") {
+            // Only an object names an action, even a list whose first item is one.
+            assert_eq!(error["action_name"], Value::Null, "{name}");
+            let message = error["error"].as_str().unwrap();
+            assert!(
+                message.contains("must be a JSON object"),
+                "{name}: {message}"
+            );
         }
         s.still_serves().await;
     }

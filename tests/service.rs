@@ -11,6 +11,15 @@ async fn start(
     dir: &std::path::Path,
     token: Option<&str>,
 ) -> (String, actix_web::dev::ServerHandle) {
+    start_with_delay(dir, token, Duration::ZERO).await
+}
+
+/// The service with every command held in flight for `command_delay` before it applies.
+async fn start_with_delay(
+    dir: &std::path::Path,
+    token: Option<&str>,
+    command_delay: Duration,
+) -> (String, actix_web::dev::ServerHandle) {
     actiongate::telemetry::install_crypto();
     let running = embedded::start(
         0,
@@ -18,7 +27,7 @@ async fn start(
             database: dir.join("subscriptions.db"),
             seed: Some(DEMO_DATA.to_owned()),
             token: token.map(str::to_owned),
-            command_delay: Duration::ZERO,
+            command_delay,
             faults: Default::default(),
         },
     )
@@ -265,4 +274,190 @@ async fn a_configured_token_is_required() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200);
+}
+
+/// Long enough that a request sent `IN_FLIGHT` after a command lands while it is held.
+const DELAY: Duration = Duration::from_millis(400);
+const IN_FLIGHT: Duration = Duration::from_millis(150);
+
+async fn record(url: &str, id: &str) -> Value {
+    reqwest::get(format!("{url}/v1/subscriptions/{id}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Replaces the record through the administration route: no options left, one note more.
+async fn put_moved(url: &str, id: &str) -> Value {
+    let mut moved = record(url, id).await;
+    moved.as_object_mut().unwrap().remove("revision");
+    moved["options"] = json!([]);
+    moved["notes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"at": "2026-10-02T08:00:00Z", "text": "Plan changed by support."}));
+    let put = reqwest::Client::new()
+        .put(format!("{url}/v1/subscriptions/{id}"))
+        .json(&moved)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    put.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_record_moved_while_a_command_is_in_flight_fails_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _) = start_with_delay(dir.path(), None, DELAY).await;
+    let pending = tokio::spawn({
+        let url = url.clone();
+        async move {
+            command(
+                &url,
+                "WS-SUB-3304",
+                Some("\"r4\""),
+                Some("k1"),
+                "stop_renewal",
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(IN_FLIGHT).await;
+    let put = put_moved(&url, "WS-SUB-3304").await;
+    assert_eq!(put["revision"], 5);
+    let answer = pending.await.unwrap();
+    assert_eq!(
+        answer.status(),
+        412,
+        "the check and the change are one step"
+    );
+    assert_eq!(answer.headers()["etag"], "\"r5\"");
+    assert_eq!(answer.json::<Value>().await.unwrap(), put);
+    let now = record(&url, "WS-SUB-3304").await;
+    assert_eq!(now, put, "the PUT's record, untouched by the command");
+    assert_eq!(now["status"], "active");
+    assert_eq!(
+        reqwest::get(format!("{url}/v1/changes/k1"))
+            .await
+            .unwrap()
+            .status(),
+        404,
+        "no change was made under the key"
+    );
+}
+
+#[tokio::test]
+async fn two_commands_on_one_revision_make_one_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _) = start_with_delay(dir.path(), None, DELAY).await;
+    let (a, b) = tokio::join!(
+        command(
+            &url,
+            "WS-SUB-3304",
+            Some("\"r4\""),
+            Some("ka"),
+            "skip_next_box"
+        ),
+        command(
+            &url,
+            "WS-SUB-3304",
+            Some("\"r4\""),
+            Some("kb"),
+            "skip_next_box"
+        ),
+    );
+    let mut statuses = [a.status().as_u16(), b.status().as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 412]);
+    assert_eq!(record(&url, "WS-SUB-3304").await["revision"], 5);
+}
+
+#[tokio::test]
+async fn the_same_key_twice_in_flight_is_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _) = start_with_delay(dir.path(), None, DELAY).await;
+    let pending = tokio::spawn({
+        let url = url.clone();
+        async move {
+            command(
+                &url,
+                "WS-SUB-3304",
+                Some("\"r4\""),
+                Some("k1"),
+                "stop_renewal",
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(IN_FLIGHT).await;
+    let again = command(
+        &url,
+        "WS-SUB-3304",
+        Some("\"r4\""),
+        Some("k1"),
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(again.status(), 409);
+    assert_eq!(pending.await.unwrap().status(), 201);
+    assert_eq!(record(&url, "WS-SUB-3304").await["revision"], 5);
+}
+
+#[tokio::test]
+async fn a_key_refused_in_flight_may_be_sent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _) = start_with_delay(dir.path(), None, DELAY).await;
+    let pending = tokio::spawn({
+        let url = url.clone();
+        async move {
+            command(
+                &url,
+                "WS-SUB-3310",
+                Some("\"r2\""),
+                Some("k1"),
+                "stop_renewal",
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(IN_FLIGHT).await;
+    // The record moves but still offers the change, so only the revision stands in the way.
+    let mut moved = record(&url, "WS-SUB-3310").await;
+    moved.as_object_mut().unwrap().remove("revision");
+    moved["plan"] = json!("quarterly plus");
+    let put = reqwest::Client::new()
+        .put(format!("{url}/v1/subscriptions/WS-SUB-3310"))
+        .json(&moved)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    assert_eq!(pending.await.unwrap().status(), 412);
+    let retried = command(
+        &url,
+        "WS-SUB-3310",
+        Some("\"r3\""),
+        Some("k1"),
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(
+        retried.status(),
+        201,
+        "a 412 changed nothing, the key is free"
+    );
+    let change: Value = retried.json().await.unwrap();
+    assert_eq!(change["revision"], 4);
+    let now = record(&url, "WS-SUB-3310").await;
+    assert_eq!(
+        (
+            now["revision"].as_i64(),
+            now["status"].as_str(),
+            now["plan"].as_str()
+        ),
+        (Some(4), Some("ending"), Some("quarterly plus"))
+    );
 }

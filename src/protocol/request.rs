@@ -1,14 +1,23 @@
 //! The body of `POST /webhook`.
 
-use serde::Deserialize;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::Tracker;
 
 /// What Rasa sends to run one action. Unknown top-level keys are ignored, as rasa-sdk
-/// does; a wrong type in a known key is an error.
+/// does; a wrong type in a known key is an error, and so is a body that is not an object.
 #[derive(Debug, Deserialize)]
+// The derived reading becomes an inherent function, which the trait impl below calls on
+// objects only: serde's derived structs also read arrays by position, so `[]` would be a
+// request without an action and `["a"]` one naming action `a`.
+#[serde(remote = "Self")]
 pub struct WebhookRequest<'a> {
     #[serde(default)]
     pub next_action: Option<String>,
@@ -23,6 +32,22 @@ pub struct WebhookRequest<'a> {
     pub domain_digest: Option<String>,
     #[serde(default)]
     pub version: Option<String>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for WebhookRequest<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ObjectOnly<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for ObjectOnly<'a> {
+            type Value = WebhookRequest<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                WebhookRequest::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer.deserialize_map(ObjectOnly(PhantomData))
+    }
 }
 
 impl<'a> WebhookRequest<'a> {
@@ -50,6 +75,10 @@ pub struct ActionNameOnly {
 
 impl ActionNameOnly {
     pub fn read(body: &[u8]) -> Option<String> {
+        // A derived struct reads an array by position too; only an object names an action.
+        if !body.trim_ascii_start().starts_with(b"{") {
+            return None;
+        }
         let v: ActionNameOnly = serde_json::from_slice(body).ok()?;
         v.next_action?.as_str().map(str::to_owned)
     }
@@ -89,5 +118,32 @@ mod tests {
         assert_eq!(request.version.as_deref(), Some("3.6.21"));
         assert_eq!(request.tracker.unwrap().events[0].timestamp(), Some(1.5));
         assert!(WebhookRequest::parse(b" null ").unwrap().is_none());
+    }
+
+    #[test]
+    fn only_an_object_is_a_request() {
+        for body in [
+            &b"[]"[..],
+            b"[\"a\"]",
+            b"[null, null]",
+            b"\"a\"",
+            b"5",
+            b"true",
+        ] {
+            let text = String::from_utf8_lossy(body);
+            let e = WebhookRequest::parse(body).expect_err(&text);
+            assert!(e.is_data(), "{text}: {e}");
+            assert!(
+                serde_json::from_slice::<WebhookRequest>(body).is_err(),
+                "{text}"
+            );
+            assert_eq!(ActionNameOnly::read(body), None, "{text}");
+        }
+        let empty = WebhookRequest::parse(b"{}").unwrap().unwrap();
+        assert!(empty.next_action.is_none() && empty.tracker.is_none());
+        assert_eq!(
+            ActionNameOnly::read(br#" {"next_action": "a", "tracker": 5}"#).as_deref(),
+            Some("a")
+        );
     }
 }

@@ -31,7 +31,7 @@ pub struct ServiceSettings {
     pub seed: Option<String>,
     /// When set, every request must carry `Authorization: Bearer` with this token.
     pub token: Option<String>,
-    /// How long a command stays in flight before it is applied (for demos of retries
+    /// How long a command stays in flight before it is checked and applied (demos of retries
     /// and time-outs; zero in normal use).
     pub command_delay: Duration,
     /// Injected misbehaviour, for soak and fault tests; none by default.
@@ -373,26 +373,28 @@ async fn change(
         );
     };
     let body_hash = hex::encode(Sha256::digest(format!("{}\n{}", *id, body.change_type)));
-    match begin_change(
-        &state.db,
-        &id,
-        &key,
-        &body_hash,
-        &if_match,
-        &body.change_type,
-    )
-    .await
-    {
+    let change_type = body.change_type.as_str();
+    match begin_change(&state.db, &id, &key, &body_hash, &if_match, change_type).await {
         Ok(Begin::Proceed) => {}
         Ok(Begin::Answer(response)) => return response,
         Err(e) => return internal(e),
     }
+    // The delay sits between the claim and the one step that checks and applies, so
+    // whatever moves the record meanwhile is seen by that step.
     if !state.command_delay.is_zero() {
         tokio::time::sleep(state.command_delay).await;
     }
-    match finish_change(&state.db, &id, &key, &body.change_type).await {
-        Ok(change) => HttpResponse::Created().json(change),
-        Err(e) => internal(e),
+    match finish_change(&state.db, &id, &key, &if_match, change_type).await {
+        Ok(Finish::Made(change)) => HttpResponse::Created().json(change),
+        Ok(Finish::Refused(response)) => response,
+        Err(e) => {
+            // The transaction rolled back, so nothing was made: free the key for a retry
+            // rather than leave it answering 409 for good.
+            if let Err(release) = release_key(&state.db, &key).await {
+                tracing::error!(error = %release, "an in-flight key could not be released");
+            }
+            internal(e)
+        }
     }
 }
 
@@ -401,7 +403,43 @@ enum Begin {
     Answer(HttpResponse),
 }
 
-/// Checks the key, the record and the precondition, and marks the key in flight.
+enum Finish {
+    Made(Change),
+    /// Nothing changed and the key was released: the record moved (412), went away
+    /// (404) or no longer offers the change (422).
+    Refused(HttpResponse),
+}
+
+/// Why a command may not be applied to `record` as it now is, if it may not.
+fn refusal(
+    record: Option<&Subscription>,
+    id: &str,
+    if_match: &str,
+    change_type: &str,
+) -> Option<HttpResponse> {
+    let Some(record) = record else {
+        return Some(error(
+            StatusCode::NOT_FOUND,
+            "unknown_subscription",
+            "no such subscription",
+        ));
+    };
+    if if_match.trim_matches('"') != format!("r{}", record.revision) {
+        return Some(with_etag(record, StatusCode::PRECONDITION_FAILED));
+    }
+    if record.option(change_type).is_none() {
+        return Some(error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "change_not_offered",
+            &format!("{change_type} is not offered on {id}"),
+        ));
+    }
+    None
+}
+
+/// Claims the key (a short transaction), so a second request with it is answered at
+/// once. The record is checked here too, only to refuse a stale command early without
+/// claiming the key; that check decides nothing, `finish_change` makes it again.
 async fn begin_change(
     db: &SqlitePool,
     id: &str,
@@ -439,25 +477,9 @@ async fn begin_change(
         };
         return Ok(Begin::Answer(answer));
     }
-    let Some(record) = load(&mut *tx, id).await? else {
-        return Ok(Begin::Answer(error(
-            StatusCode::NOT_FOUND,
-            "unknown_subscription",
-            "no such subscription",
-        )));
-    };
-    if if_match.trim_matches('"') != format!("r{}", record.revision) {
-        return Ok(Begin::Answer(with_etag(
-            &record,
-            StatusCode::PRECONDITION_FAILED,
-        )));
-    }
-    if record.option(change_type).is_none() {
-        return Ok(Begin::Answer(error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "change_not_offered",
-            &format!("{change_type} is not offered on {id}"),
-        )));
+    let record = load(&mut *tx, id).await?;
+    if let Some(answer) = refusal(record.as_ref(), id, if_match, change_type) {
+        return Ok(Begin::Answer(answer));
     }
     sqlx::query("INSERT INTO changes (request_key, body_hash, state) VALUES (?, ?, 'in_flight')")
         .bind(key)
@@ -468,25 +490,34 @@ async fn begin_change(
     Ok(Begin::Proceed)
 }
 
-/// Applies the change: a new revision, the option consumed, a note saying why.
+/// The atomic step: in one transaction, re-reads the record, checks If-Match and the
+/// option, and applies the change (a new revision, the option consumed, a note saying
+/// why) and marks the key done. When the check fails the key's claim is dropped instead,
+/// since nothing happened and the same key may be tried again.
 async fn finish_change(
     db: &SqlitePool,
     id: &str,
     key: &str,
+    if_match: &str,
     change_type: &str,
-) -> Result<Change, sqlx::Error> {
+) -> Result<Finish, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let mut record = load(&mut *tx, id)
-        .await?
-        .expect("the record was there when the change began");
-    let option = record.option(change_type).cloned();
+    let record = load(&mut *tx, id).await?;
+    if let Some(answer) = refusal(record.as_ref(), id, if_match, change_type) {
+        release_key(&mut *tx, key).await?;
+        tx.commit().await?;
+        return Ok(Finish::Refused(answer));
+    }
+    let mut record = record.expect("refusal answers a missing record");
+    let effective_at = record
+        .option(change_type)
+        .expect("refusal answers an option not offered")
+        .effective_at
+        .clone();
     record.revision += 1;
     let now = OffsetDateTime::now_utc()
         .format(&Rfc3339)
         .expect("now formats");
-    let effective_at = option
-        .as_ref()
-        .map_or_else(String::new, |o| o.effective_at.clone());
     record.options.retain(|o| o.change_type != change_type);
     if change_type == "stop_renewal" {
         record.status = "ending".to_owned();
@@ -512,7 +543,16 @@ async fn finish_change(
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    Ok(change)
+    Ok(Finish::Made(change))
+}
+
+/// Drops a key's in-flight claim (never a done change, which must keep replaying).
+async fn release_key<'e, E: sqlx::SqliteExecutor<'e>>(db: E, key: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM changes WHERE request_key = ? AND state = 'in_flight'")
+        .bind(key)
+        .execute(db)
+        .await?;
+    Ok(())
 }
 
 async fn get_change(
