@@ -1,0 +1,533 @@
+//! The question, the reply and its meaning (CONTRACT.md sections 2, 3 and 4) through the
+//! running server and the embedded service: a no stays a no, only the first reply answers
+//! the question, every term is bound, the question is the rendered template, identity
+//! comes only from the session's start, keys survive trimming, and no command is sent
+//! while another for the same subscription is unresolved. Each test checks the service's
+//! record afterwards.
+
+mod common;
+
+use common::faults::{Fault, FaultyService};
+use common::{outcome_of, spawn_app, spawn_app_with, Conversation, ConversationExt, TestApp};
+use serde_json::{json, Value};
+
+const STYLE_BOX: &str = "WS-SUB-3304";
+
+async fn asked(app: &TestApp, sender: &str) -> Conversation {
+    let mut c = Conversation::new(sender, Some("acct-7"));
+    c.request_change(app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
+    assert_eq!(c.slots["change_tag"], "WS-SUB-3304 stop_renewal r4");
+    c
+}
+
+fn assert_outcome(outcome: &Value, status: &str, reason: Option<&str>) {
+    assert_eq!(outcome["status"], status, "{outcome}");
+    assert_eq!(outcome["reason"], json!(reason), "{outcome}");
+}
+
+/// Nothing was sent: the record is where it was, still active.
+async fn assert_untouched(app: &TestApp) {
+    let record = app.record(STYLE_BOX).await;
+    assert_eq!(record["revision"], 4, "the service must not have changed");
+    assert_eq!(record["status"], "active");
+}
+
+/// The change was made exactly once.
+async fn assert_changed_once(app: &TestApp) {
+    let record = app.record(STYLE_BOX).await;
+    assert_eq!(record["revision"], 5, "one change, once");
+    assert_eq!(record["status"], "ending");
+}
+
+/// The responses of this project, as Rasa sends them in the domain.
+fn domain_responses() -> Value {
+    let doc: Value = serde_yaml_ng::from_str(actiongate::eval::script::RESPONSES).unwrap();
+    doc["responses"].clone()
+}
+
+/// The apply request with the project's responses in the domain (as Rasa 3.6 sends it).
+fn with_responses(c: &Conversation) -> Value {
+    let mut body = c.request("apply_subscription_change");
+    body["domain"]["responses"] = domain_responses();
+    body
+}
+
+#[tokio::test]
+async fn a_no_is_declined_and_nothing_changes() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "no").await;
+    c.user("No, leave it", "deny", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("declined"));
+    assert_untouched(&app).await;
+}
+
+/// The story: routing misfires and runs apply on "ok thanks" after a no.
+#[tokio::test]
+async fn no_then_ok_thanks_changes_nothing() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "no-then-ok").await;
+    c.user("No, leave it", "deny", &[]);
+    c.action("utter_change_not_made");
+    c.bot(
+        "OK, I have not changed anything.",
+        Some("utter_change_not_made"),
+    );
+    c.action("action_listen");
+    c.user("ok thanks", "affirm", &[]);
+    let outcome = c.apply(&app).await;
+    assert_outcome(&outcome, "blocked", Some("declined"));
+    assert_eq!(outcome["effects"], 0);
+    // And again, however often a rule fires.
+    c.user("yes", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("declined"));
+    assert_untouched(&app).await;
+}
+
+#[tokio::test]
+async fn no_then_asked_again_then_yes_is_applied_once() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "no-asked-again").await;
+    c.user("no", "deny", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("declined"));
+    assert_untouched(&app).await;
+    // The customer changes their mind: selected and asked again.
+    c.request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+#[tokio::test]
+async fn a_question_back_is_not_a_yes_and_the_question_must_be_asked_again() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "clarify").await;
+    c.user("what happens to my October box?", "ask_question", &[]);
+    c.bot("It ships as usual.", Some("utter_explain"));
+    c.user("ok, yes", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("not_confirmed"));
+    assert_untouched(&app).await;
+    // Asked again (a new question event): now the yes counts.
+    c.ask_confirmation();
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+#[tokio::test]
+async fn a_yes_to_a_later_unrelated_question_is_not_a_yes_to_this_one() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "other-question").await;
+    c.user("hmm, let me think", "chitchat", &[]);
+    c.bot(
+        "Can I help with anything else?",
+        Some("utter_anything_else"),
+    );
+    c.user("yes", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("not_confirmed"));
+    assert_untouched(&app).await;
+}
+
+#[tokio::test]
+async fn rasas_own_events_and_commands_are_not_replies() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "external").await;
+    // A reminder and a trigger_intent: Rasa's own user events.
+    c.user("EXTERNAL: affirm", "affirm", &[]);
+    c.user("yes", "affirm", &[]);
+    let at = c.events.len() - 2;
+    c.events[at]["metadata"]["is_external"] = json!(true);
+    c.events[at]["text"] = json!("go ahead");
+    // A /command.
+    c.user("/affirm", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("not_answered"));
+    assert_untouched(&app).await;
+}
+
+#[tokio::test]
+async fn the_label_is_a_term() {
+    let app = spawn_app().await;
+    // The question did not read the label out.
+    let mut c = asked(&app, "no-label").await;
+    let question = c
+        .events
+        .iter_mut()
+        .rev()
+        .find(|e| e["event"] == "bot")
+        .unwrap();
+    let text = question["text"]
+        .as_str()
+        .unwrap()
+        .replace("Stop renewal at the end of the current period", "a change");
+    question["text"] = json!(text);
+    assert_outcome(
+        &c.say_yes_and_apply(&app).await,
+        "blocked",
+        Some("question_incomplete"),
+    );
+    assert_untouched(&app).await;
+    // The service relabelled the change (same date, same entitlements) while the chat
+    // was open.
+    let mut c = asked(&app, "relabelled").await;
+    let mut record = app.record(STYLE_BOX).await;
+    record.as_object_mut().unwrap().remove("revision");
+    record["options"][0]["label"] = json!("Cancel at once, keep paying until the period ends");
+    app.put_record(&record).await;
+    let outcome = c.say_yes_and_apply(&app).await;
+    assert_outcome(&outcome, "blocked", Some("benefit_loss_hidden"));
+    assert_eq!(
+        outcome["current"]["label"],
+        "Cancel at once, keep paying until the period ends"
+    );
+    let record = app.record(STYLE_BOX).await;
+    assert_eq!(
+        (record["revision"].clone(), record["status"].clone()),
+        (json!(5), json!("active"))
+    );
+}
+
+/// `BOX-7 stop_renewal r1` is not in a question about `GIFTBOX-7 stop_renewal r1`.
+#[tokio::test]
+async fn a_tag_inside_a_longer_tag_was_not_asked() {
+    let app = spawn_app().await;
+    for id in ["BOX-7", "GIFTBOX-7"] {
+        let record = json!({"id": id, "account": "acct-7", "product": "Gift Box", "plan": "monthly",
+            "status": "active", "options": [{"change_type": "stop_renewal", "label": "Stop renewal",
+            "effective_at": "2027-03-01T00:00:00Z", "entitlements": "February box ships as usual"}],
+            "notes": []});
+        app.put_record(&record).await;
+    }
+    let mut c = Conversation::new("substring", Some("acct-7"));
+    c.request_change(&app, "GIFTBOX-7", "stop_renewal")
+        .await
+        .unwrap();
+    // Then BOX-7 is selected, and no new question is asked.
+    c.user(
+        "no, the other one",
+        "request_change",
+        &[("subscription", "BOX-7")],
+    );
+    c.run(&app, "select_subscription_change").await.unwrap();
+    assert_eq!(c.slots["change_tag"], "BOX-7 stop_renewal r1");
+    let outcome = c.say_yes_and_apply(&app).await;
+    assert_outcome(&outcome, "blocked", Some("not_asked"));
+    for id in ["BOX-7", "GIFTBOX-7"] {
+        let record = app.record(id).await;
+        assert_eq!(
+            (record["revision"].clone(), record["status"].clone()),
+            (json!(1), json!("active")),
+            "{id}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_question_must_be_the_confirmation_response_as_rasa_rendered_it() {
+    let app = spawn_app().await;
+    // Reworded around the terms: every term is there, but the customer read something
+    // else ("no refund" became a promise).
+    let mut c = asked(&app, "reworded").await;
+    let question = c
+        .events
+        .iter_mut()
+        .rev()
+        .find(|e| e["event"] == "bot")
+        .unwrap();
+    let text = question["text"].as_str().unwrap().replace(
+        "Shall I make this change?",
+        "You will get a full refund. Shall I make this change?",
+    );
+    question["text"] = json!(text);
+    c.user("yes", "affirm", &[]);
+    let (status, body) = app.webhook(&with_responses(&c)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_outcome(&outcome_of(&body), "blocked", Some("question_incomplete"));
+    assert_untouched(&app).await;
+    // `consent.question: terms` relaxes it, for assistants that rephrase.
+    let relaxed = spawn_app_with(&["--consent-question", "terms"], |_| {}).await;
+    let mut c = asked(&relaxed, "rephrased").await;
+    let question = c
+        .events
+        .iter_mut()
+        .rev()
+        .find(|e| e["event"] == "bot")
+        .unwrap();
+    let text = format!("In other words: {}", question["text"].as_str().unwrap());
+    question["text"] = json!(text);
+    c.user("yes", "affirm", &[]);
+    let (_, body) = relaxed.webhook(&with_responses(&c)).await;
+    assert_outcome(&outcome_of(&body), "applied", None);
+    assert_changed_once(&relaxed).await;
+    // The question exactly as rendered: applied.
+    let mut c = asked(&app, "rendered").await;
+    c.user("yes", "affirm", &[]);
+    let (_, body) = app.webhook(&with_responses(&c)).await;
+    assert_outcome(&outcome_of(&body), "applied", None);
+    assert_changed_once(&app).await;
+    // When the domain does not carry the confirmation response, only the terms can be
+    // held: the reworded question then passes (what `actiongate check` warns about).
+    let bare = spawn_app().await;
+    let mut c = asked(&bare, "no-template").await;
+    let question = c
+        .events
+        .iter_mut()
+        .rev()
+        .find(|e| e["event"] == "bot")
+        .unwrap();
+    let text = format!(
+        "{} You will get a full refund.",
+        question["text"].as_str().unwrap()
+    );
+    question["text"] = json!(text);
+    c.user("yes", "affirm", &[]);
+    let (_, body) = bare.webhook(&c.request("apply_subscription_change")).await;
+    assert_outcome(&outcome_of(&body), "applied", None);
+}
+
+/// The question is rendered with the slots' values when it was sent, not now.
+#[tokio::test]
+async fn the_template_is_rendered_with_the_slots_as_they_were_when_asked() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "slots-then").await;
+    // A slot the template reads changes after the question (as if set later): the
+    // question still matches its own moment.
+    c.slots
+        .insert("change_subscription".into(), json!("something else"));
+    c.user("yes", "affirm", &[]);
+    let (_, body) = app.webhook(&with_responses(&c)).await;
+    // The memory no longer matches what select wrote, so memory_untrusted decides first;
+    // what matters is that the template check did not use today's slot.
+    assert_outcome(&outcome_of(&body), "blocked", Some("memory_untrusted"));
+    assert_untouched(&app).await;
+}
+
+#[tokio::test]
+async fn apply_takes_part_in_the_domain_digest_exchange() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "digest").await;
+    c.user("yes", "affirm", &[]);
+    // Rasa Pro's first try: a digest, no domain.
+    let mut body = with_responses(&c);
+    let domain = body.as_object_mut().unwrap().remove("domain").unwrap();
+    body["domain_digest"] = json!("D-42");
+    let (status, answer) = app.webhook(&body).await;
+    assert_eq!(status, 449, "{answer}");
+    assert_eq!(answer["action_name"], "apply_subscription_change");
+    assert_untouched(&app).await;
+    // The retry with the domain: applied.
+    body["domain"] = domain;
+    let (status, answer) = app.webhook(&body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_outcome(&outcome_of(&answer), "applied", None);
+    assert_changed_once(&app).await;
+    // Later calls send the digest only: the cached domain holds the question to the
+    // template (a reworded question is refused without another 449).
+    let mut c = Conversation::new("digest-2", Some("acct-7"));
+    c.request_change(&app, "WS-SUB-3310", "switch_to_monthly")
+        .await
+        .unwrap();
+    let question = c
+        .events
+        .iter_mut()
+        .rev()
+        .find(|e| e["event"] == "bot")
+        .unwrap();
+    let text = format!("{} Free of charge!", question["text"].as_str().unwrap());
+    question["text"] = json!(text);
+    c.user("yes", "affirm", &[]);
+    let mut body = c.request("apply_subscription_change");
+    body.as_object_mut().unwrap().remove("domain");
+    body["domain_digest"] = json!("D-42");
+    let (status, answer) = app.webhook(&body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_outcome(&outcome_of(&answer), "blocked", Some("question_incomplete"));
+    assert_eq!(app.revision("WS-SUB-3310").await, 2);
+}
+
+#[tokio::test]
+async fn an_identity_set_again_after_the_customer_spoke_is_denied_everywhere() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "switched").await;
+    // Something writes the session's metadata again mid-conversation.
+    c.slot("session_started_metadata", json!({"account_id": "acct-7"}));
+    c.user("yes", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "denied", Some("not_owner"));
+    for action in [
+        "list_subscriptions",
+        "select_subscription_change",
+        "check_subscription_change",
+    ] {
+        let (status, body) = app.webhook(&c.request(action)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(outcome_of(&body)["status"], "denied", "{action}: {body}");
+    }
+    assert_untouched(&app).await;
+    // Written again before the customer's first message, as the session's start does:
+    // trusted.
+    let mut c = Conversation::new("restated", Some("acct-7"));
+    c.slot("session_started_metadata", json!({"account_id": "acct-7"}));
+    c.request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+/// Rasa trims the front of long trackers (`max_event_history`): the same "yes" delivered
+/// again with fewer events keeps its request key and replays the first outcome.
+#[tokio::test]
+async fn a_trimmed_redelivery_replays_the_first_outcome() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "trimmed").await;
+    c.user("yes", "affirm", &[]);
+    let first = c.request("apply_subscription_change");
+    let (_, body) = app.webhook(&first).await;
+    assert_outcome(&outcome_of(&body), "applied", None);
+    let mut trimmed = first.clone();
+    let events = trimmed["tracker"]["events"].as_array_mut().unwrap();
+    events.drain(..4); // the session's start is gone
+    let (status, body) = app.webhook(&trimmed).await;
+    assert_eq!(status, 200, "{body}");
+    let outcome = outcome_of(&body);
+    assert_outcome(&outcome, "applied", None);
+    assert_eq!(outcome["effects"], 1, "the first call's outcome, replayed");
+    assert_changed_once(&app).await;
+}
+
+#[tokio::test]
+async fn a_reply_timestamped_a_little_before_the_question_is_not_expired() {
+    let app = spawn_app().await;
+    // 3 s before: another replica's clock.
+    let mut c = asked(&app, "skew").await;
+    c.wait(-4.0);
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+    // 7 s before: past the allowance.
+    let app = spawn_app().await;
+    let mut c = asked(&app, "skew-far").await;
+    c.wait(-8.0);
+    assert_outcome(
+        &c.say_yes_and_apply(&app).await,
+        "blocked",
+        Some("confirmation_expired"),
+    );
+    assert_untouched(&app).await;
+    // The allowance is configurable.
+    let app = spawn_app_with(&["--clock-skew", "10"], |_| {}).await;
+    let mut c = asked(&app, "skew-wide").await;
+    c.wait(-8.0);
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+#[tokio::test]
+async fn a_customers_own_message_metadata_does_not_break_apply() {
+    for metadata in [
+        json!({"utter_action": 5}),
+        json!(["a", "list"]),
+        json!("text"),
+    ] {
+        let app = spawn_app().await;
+        let mut c = asked(&app, "meta").await;
+        c.user("yes", "affirm", &[]);
+        let at = c.events.len() - 2;
+        c.events[at]["metadata"] = metadata.clone();
+        let (status, body) = app.webhook(&c.request("apply_subscription_change")).await;
+        assert_eq!(status, 200, "{metadata}: {body}");
+        assert_outcome(&outcome_of(&body), "applied", None);
+        assert_changed_once(&app).await;
+    }
+}
+
+#[tokio::test]
+async fn no_command_is_sent_while_another_for_the_subscription_is_unresolved() {
+    let base = spawn_app().await;
+    let faulty = FaultyService::start(&base.service_url, Fault::DropAfterForwarding).await;
+    let app = spawn_app_with(&["--subscriptions-url", &faulty.url], |_| {}).await;
+    let mut first = Conversation::new("unresolved-1", Some("acct-7"));
+    first
+        .request_change(&app, STYLE_BOX, "skip_next_box")
+        .await
+        .unwrap();
+    assert_outcome(
+        &first.say_yes_and_apply(&app).await,
+        "pending_verification",
+        Some("outcome_unknown"),
+    );
+    assert_eq!(faulty.commands_forwarded(), 1);
+    // The command was applied at the service (r5); its answer was lost.
+    assert_eq!(base.revision(STYLE_BOX).await, 5);
+    // Another confirmation for the same subscription, in another conversation, on the
+    // record as it is now, before the first is resolved: nothing is sent.
+    faulty.set(Fault::Pass);
+    let mut second = Conversation::new("unresolved-2", Some("acct-7"));
+    second
+        .request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
+    assert_eq!(second.slots["change_tag"], "WS-SUB-3304 stop_renewal r5");
+    second.user("yes", "affirm", &[]);
+    let outcome = second.apply(&app).await;
+    assert_outcome(&outcome, "pending_verification", Some("outcome_unknown"));
+    assert_eq!(outcome["effects"], 0);
+    assert_eq!(faulty.commands_forwarded(), 1, "nothing else was sent");
+    let record = base.record(STYLE_BOX).await;
+    assert_eq!(
+        (record["revision"].clone(), record["status"].clone()),
+        (json!(5), json!("active"))
+    );
+    // Resolved (check_subscription_change asks the service about the first key): then
+    // the subscription takes commands again, and the same "yes" goes through once.
+    let (_, body) = first.run(&app, "check_subscription_change").await.unwrap();
+    assert_outcome(&outcome_of(&body), "applied", None);
+    assert!(app.store.open_operation(STYLE_BOX).await.unwrap().is_none());
+    let (_, body) = app
+        .webhook(&second.request("apply_subscription_change"))
+        .await;
+    assert_outcome(&outcome_of(&body), "applied", None);
+    assert_eq!(faulty.commands_forwarded(), 2);
+    let record = base.record(STYLE_BOX).await;
+    assert_eq!(
+        (record["revision"].clone(), record["status"].clone()),
+        (json!(6), json!("ending"))
+    );
+}
+
+#[tokio::test]
+async fn calms_confirm_slot_is_the_reply_when_configured() {
+    let app = spawn_app_with(&["--confirm-slot", "confirm_change"], |_| {}).await;
+    // A button's payload and the slot it set: no.
+    let mut c = asked(&app, "calm-no").await;
+    c.user("/SetSlots(confirm_change=false)", "", &[]);
+    c.slot("confirm_change", json!(false));
+    assert_outcome(&c.apply(&app).await, "blocked", Some("declined"));
+    assert_untouched(&app).await;
+    // Typed "sure" that the flow's collect step read as true: yes.
+    let mut c = asked(&app, "calm-yes").await;
+    c.user("sure thing", "", &[]);
+    c.slot("confirm_change", json!(true));
+    assert_outcome(&c.apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+#[tokio::test]
+async fn mantles_record_of_the_held_call_is_read() {
+    let app = spawn_app().await;
+    let resolved = |confirmed: bool| {
+        json!({"event": "tool_executed", "timestamp": null, "tool_name": "resolve_tool_confirmation",
+               "arguments": {"confirmed": confirmed}, "result": "{}", "is_error": false,
+               "metadata": {"source": "llm"}})
+    };
+    // The engine recorded a decline, whatever the words.
+    let mut c = asked(&app, "mantle-no").await;
+    c.user("yes but no", "", &[]);
+    c.events.push(resolved(false));
+    assert_outcome(&c.apply(&app).await, "blocked", Some("declined"));
+    assert_untouched(&app).await;
+    let mut c = asked(&app, "mantle-yes").await;
+    c.user("go on then", "", &[]);
+    c.events.push(resolved(true));
+    assert_outcome(&c.apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
