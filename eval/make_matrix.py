@@ -35,14 +35,28 @@ def scenarios():
         req = {"request": {"subscription": sub, "change_type": ct}}
         base = f"{sub}/{ct}"
 
-        def add(category, label, steps, expect, account=acct):
-            out.append({"id": f"{category}/{base}", "label": label, "category": category,
-                        "account": account, "expect_changes": expect, "steps": steps})
+        def add(category, label, steps, expect, account=acct, confirm_slot=None):
+            scenario = {"id": f"{category}/{base}", "label": label, "category": category,
+                        "account": account, "expect_changes": expect, "steps": steps}
+            if confirm_slot:
+                scenario["confirm_slot"] = confirm_slot
+            out.append(scenario)
+
+        def says(text, intent):
+            return {"say_intent": {"text": text, "intent": intent}}
 
         # Valid: the change the customer asked for, on the terms they saw, confirmed in time.
         add("happy", "valid", [req, {"say": "yes"}, "apply"], 1)
         add("wordy_yes", "valid", [req, {"say": "Yes please, go ahead and do that."}, "apply"], 1)
-        add("thinks_first", "valid", [req, {"say": "hmm, let me think"}, {"say": "ok yes"}, "apply"], 1)
+        add("thinks_first", "valid", [req, says("hmm, let me think", "chitchat"), {"bot": "Take your time."}, "ask",
+                                       {"say": "ok yes"}, "apply"], 1)
+        add("clarified_then_asked_again", "valid", [req, says("what happens to what I already paid for?", "ask_question"),
+                                                     {"bot": "It stays yours."}, "ask", {"say": "yes"}, "apply"], 1)
+        add("no_then_asked_again", "valid", [req, says("no", "deny"), "apply", req, {"say": "yes, do it"}, "apply"], 1)
+        add("calm_slot_true", "valid", [req, says("/SetSlots(confirm_change=true)", ""), {"slot": {"name": "confirm_change", "value": True}},
+                                         "apply"], 1, confirm_slot="confirm_change")
+        add("mantle_confirmed", "valid", [req, says("go on then", ""), {"mantle_confirmation": True}, "apply"], 1)
+        add("reply_clock_behind", "valid", [req, {"wait": -4}, {"say": "yes"}, "apply"], 1)
         add("within_window", "valid", [req, {"wait": 540}, {"say": "yes"}, "apply"], 1)
         add("earlier_chitchat", "valid", [{"say": "hi there"}, {"bot": "Hello! How can I help?"}, req, {"say": "yes"}, "apply"], 1)
         add("reasked_after_move", "valid", [req, {"move": {"subscription": sub, "entitlements": LOSS, "note": "Charged early."}},
@@ -57,6 +71,29 @@ def scenarios():
         add("yes_before_question", "violating", [{"say": "yes"}, {"say_entities": {"text": f"{ct} {sub}", "entities": {"subscription": sub, "change_type": ct}}},
                                                  "select_only", "apply"], 0)
         add("intent_not_words", "violating", [req, {"say": "/affirm"}, "apply"], 0)
+        add("no", "violating", [req, says("No, leave it", "deny"), "apply"], 0)
+        add("no_then_yes", "violating", [req, says("No, leave it", "deny"), {"bot": "OK, I have not changed anything."},
+                                          {"say": "ok thanks"}, "apply"], 0)
+        add("yes_to_another_question", "violating", [req, says("hmm", "chitchat"), {"bot": "Can I help with anything else?"},
+                                                      {"say": "yes"}, "apply"], 0)
+        add("question_back_then_yes", "violating", [req, says("will I get a refund?", "ask_question"), {"bot": "No refund."},
+                                                     {"say": "ok, yes"}, "apply"], 0)
+        add("calm_slot_false", "violating", [req, says("/SetSlots(confirm_change=false)", ""),
+                                              {"slot": {"name": "confirm_change", "value": False}}, "apply"], 0,
+            confirm_slot="confirm_change")
+        add("calm_yes_slot_false", "violating", [req, {"say": "yes"}, {"slot": {"name": "confirm_change", "value": False}}, "apply"], 0,
+            confirm_slot="confirm_change")
+        add("mantle_declined", "violating", [req, {"say": "yes"}, {"mantle_confirmation": False}, "apply"], 0)
+        add("external_yes", "violating", [req, says("EXTERNAL: affirm", "affirm"), "apply"], 0)
+        add("relabelled_question", "violating", [{"say_entities": {"text": f"{ct} {sub}", "entities": {"subscription": sub, "change_type": ct}}},
+                                                  "select_only", {"ask_without": "label"}, {"say": "yes"}, "apply"], 0)
+        add("relabelled_at_service", "violating", [req, {"move": {"subscription": sub, "label": "Cancel at once"}}, {"say": "yes"}, "apply"], 0)
+        add("substring_tag", "violating", [{"say_entities": {"text": f"{ct} {sub}", "entities": {"subscription": sub, "change_type": ct}}},
+                                           "select_only", {"ask_glued": "GIFT"}, {"say": "yes"}, "apply"], 0)
+        add("reworded_question", "violating", [{"say_entities": {"text": f"{ct} {sub}", "entities": {"subscription": sub, "change_type": ct}}},
+                                               "select_only", {"ask_with": " You will get a full refund."}, {"say": "yes"}, "apply"], 0)
+        add("trimmed_redelivery", "violating", [req, {"say": "yes"}, "apply", {"redeliver_trimmed": 4}, {"redeliver_trimmed": 8}], 1)
+        add("reply_clock_far_behind", "violating", [req, {"wait": -8}, {"say": "yes"}, "apply"], 0)
         add("stale_revision", "violating", [req, {"move": {"subscription": sub}}, {"say": "yes"}, "apply"], 0)
         add("moved_date", "violating", [req, {"move": {"subscription": sub, "effective_at": "2026-12-02T00:00:00Z"}}, {"say": "yes"}, "apply"], 0)
         add("hidden_benefit_loss", "violating", [req, {"move": {"subscription": sub, "entitlements": LOSS, "note": "Charged early."}},
@@ -70,6 +107,8 @@ def scenarios():
         foreign = OTHER_ACCOUNT[acct]
         add("foreign_account", "violating", [req, {"say": "yes"}, "apply"], 0, account=foreign)
         add("no_account", "violating", [req, {"say": "yes"}, "apply"], 0, account=None)
+        add("identity_switched", "violating", [says("hi", "greet"), {"set_identity": acct}, req, {"say": "yes"}, "apply"], 0,
+            account=foreign)
         terms = {
             "subscription": sub, "change_type": ct,
             "change_subscription": f"{sub} ({r['product']}, {r['plan']})", "change_label": o["label"],
@@ -115,6 +154,8 @@ def main():
         lines.append(f"    category: {s['category']}")
         lines.append(f"    account: {json.dumps(s['account'])}")
         lines.append(f"    expect_changes: {s['expect_changes']}")
+        if "confirm_slot" in s:
+            lines.append(f"    confirm_slot: {s['confirm_slot']}")
         lines.append("    steps:")
         for step in s["steps"]:
             lines.append(f"      - {dump(step)}")

@@ -3,8 +3,10 @@
 //!
 //! Byte 0 picks the form: even, the rest of the input is the tracker's `events` array as
 //! is; odd, the rest drives a generator of user/bot/action/slot/restart/rewind/undo/
-//! session_started events (and a few others) with texts, names, values and timestamps
-//! drawn mostly from the ones the reader looks for.
+//! session_started events (and a few others: Mantle's `tool_executed`, CALM's confirm slot,
+//! Rasa's external messages) with texts, intents, names, values and timestamps drawn
+//! mostly from the ones the reader looks for. It is checked with and without a confirm
+//! slot (oracles.rs `check_reader`).
 #![no_main]
 
 use actiongate::protocol::Tracker;
@@ -35,6 +37,8 @@ const KINDS: &[&str] = &[
     "active_loop",
     "flow_started",
     "action_execution_rejected",
+    "tool_executed",
+    "user",
 ];
 const TEXTS: &[&str] = &[
     "yes",
@@ -43,7 +47,11 @@ const TEXTS: &[&str] = &[
     "",
     "Stop the renewal of WS-SUB-3304 stop_renewal r4 from 2027-01-01 00:00 UTC? Boxes ship.",
     "no",
+    "ok thanks",
+    "EXTERNAL: affirm",
+    "/SetSlots(confirm_change=true)",
 ];
+const INTENTS: &[&str] = &["affirm", "deny", "affirm", "inform", ""];
 const NAMES: &[&str] = &[
     SELECT,
     SELECT,
@@ -56,6 +64,8 @@ const NAMES: &[&str] = &[
     "change_entitlements",
     "change_tag",
     "subscription",
+    "confirm_change",
+    "confirm_change",
 ];
 const UTTER: &[&str] = &[CONFIRM, CONFIRM, "utter_greet", ""];
 
@@ -101,6 +111,7 @@ fn value(u: &mut Unstructured, depth: u8) -> Result<String> {
         2 => "null".into(),
         3 => number(u)?,
         4 => "true".into(),
+        5 if depth == 0 && u.arbitrary()? => "false".into(),
         5 if depth < 3 => format!("[{}]", value(u, depth + 1)?),
         _ if depth < 3 => format!("{{\"k\":{}}}", value(u, depth + 1)?),
         _ => "{}".into(),
@@ -155,6 +166,27 @@ fn event(u: &mut Unstructured) -> Result<(String, bool)> {
                     string(&pick(u, &["rest", "socketio"])?),
                 ));
             }
+            if u.ratio(3, 4)? {
+                let external = if u.ratio(1, 8)? {
+                    ",\"metadata\":{\"is_external\":true}"
+                } else {
+                    ""
+                };
+                fields.push((
+                    "parse_data".into(),
+                    format!(
+                        "{{\"intent\":{{\"name\":{}}}{external}}}",
+                        string(&pick(u, INTENTS)?)
+                    ),
+                ));
+            }
+            // The customer's own metadata: anything at all, never read as the question.
+            match u.int_in_range(0..=5u8)? {
+                0 => fields.push(("metadata".into(), "{\"is_external\":true}".into())),
+                1 => fields.push(("metadata".into(), "{\"utter_action\":5}".into())),
+                2 => fields.push(("metadata".into(), value(u, 0)?)),
+                _ => {}
+            }
         }
         "bot" => {
             fields.push(("text".into(), string(&pick(u, TEXTS)?)));
@@ -172,6 +204,19 @@ fn event(u: &mut Unstructured) -> Result<(String, bool)> {
         "slot" => {
             fields.push(("name".into(), string(&pick(u, NAMES)?)));
             fields.push(("value".into(), value(u, 0)?));
+        }
+        "tool_executed" => {
+            fields.push((
+                "tool_name".into(),
+                string(&pick(
+                    u,
+                    &["resolve_tool_confirmation", "apply_subscription_change"],
+                )?),
+            ));
+            fields.push((
+                "arguments".into(),
+                format!("{{\"confirmed\":{}}}", value(u, 0)?),
+            ));
         }
         _ => {
             if u.arbitrary()? {

@@ -41,6 +41,9 @@ pub struct Scenario {
     pub account: Option<String>,
     /// Changes the service may make in this scenario (0, or 1: never twice).
     pub expect_changes: i64,
+    /// Rasa Pro CALM's confirm slot, when the scenario's server reads one.
+    #[serde(default)]
+    pub confirm_slot: Option<String>,
     /// Each step a one-key map (`{say: "yes"}`) or, without data, a string (`apply`).
     #[serde(with = "serde_yaml_ng::with::singleton_map_recursive")]
     pub steps: Vec<Step>,
@@ -57,6 +60,20 @@ pub enum Step {
     },
     /// A customer message (intent `affirm`; one starting with `/` is a command).
     Say(String),
+    /// A customer message with the intent Rasa's NLU gave it.
+    SayIntent {
+        text: String,
+        intent: String,
+    },
+    /// A `slot` event with no action before it (as a flow's collect step writes one).
+    Slot {
+        name: String,
+        value: Value,
+    },
+    /// Rasa Mantle's record of the customer's answer to the held tool call.
+    MantleConfirmation(bool),
+    /// The session's identity written again, after the customer spoke.
+    SetIdentity(String),
     /// A customer message whose entities fill slots of the same names.
     SayEntities {
         text: String,
@@ -66,12 +83,19 @@ pub enum Step {
     SelectOnly,
     /// Rasa asks the confirmation question, rendered from the slots.
     Ask,
-    /// Rasa asks a question lacking one term: `effective`, `entitlements` or `tag`.
+    /// Rasa asks a question lacking one term: `label`, `effective`, `entitlements` or `tag`.
     AskWithout(String),
+    /// Rasa asks a question whose tag is glued to this prefix (inside a longer tag).
+    AskGlued(String),
+    /// Rasa asks a question with these words added (every term still there).
+    AskWith(String),
     /// Rasa runs apply: one delivery.
     Apply,
     /// The last apply request, delivered again unchanged.
     Redeliver,
+    /// The last apply request delivered again with its first N events trimmed (Rasa's
+    /// `max_event_history`).
+    RedeliverTrimmed(usize),
     /// Time passes (seconds).
     Wait(f64),
     /// The facts move at the service (administration route; the revision goes up).
@@ -81,6 +105,8 @@ pub enum Step {
         entitlements: Option<String>,
         #[serde(default)]
         effective_at: Option<String>,
+        #[serde(default)]
+        label: Option<String>,
         #[serde(default)]
         note: Option<String>,
     },
@@ -153,7 +179,8 @@ const SUBSCRIPTIONS: [&str; 4] = ["WS-SUB-3304", "WS-SUB-3310", "WS-SUB-4410", "
 /// Replays one scenario on a fresh app (its own store and embedded service).
 pub async fn run_scenario(scenario: &Scenario, variant: Variant) -> Result<Run, EvalError> {
     let dir = tempdir()?;
-    let settings = eval_settings(&dir)?;
+    let mut settings = eval_settings(&dir)?;
+    settings.consent.signals.confirm_slot = scenario.confirm_slot.clone();
     let started = app::start_with(&settings, |subs: Subscriptions| match variant {
         Variant::Guard => subscription_actions(subs),
         Variant::Baseline => {
@@ -253,6 +280,15 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
                 c.request_change(server, subscription, change_type).await?;
             }
             Step::Say(text) => c.user(text, "affirm", &[]),
+            Step::SayIntent { text, intent } => c.user(text, intent, &[]),
+            Step::Slot { name, value } => c.slot(name, value.clone()),
+            Step::MantleConfirmation(confirmed) => c.events.push(json!({
+                "event": "tool_executed", "timestamp": c.t, "tool_name": "resolve_tool_confirmation",
+                "arguments": {"confirmed": confirmed}, "result": "{}", "is_error": false,
+            })),
+            Step::SetIdentity(account) => {
+                c.slot("session_started_metadata", json!({"account_id": account}))
+            }
             Step::SayEntities { text, entities } => {
                 let pairs: Vec<(&str, &str)> = entities
                     .iter()
@@ -266,6 +302,7 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
             Step::Ask => c.ask_confirmation(),
             Step::AskWithout(term) => {
                 let slot = match term.as_str() {
+                    "label" => "change_label",
                     "effective" => "change_effective",
                     "entitlements" => "change_entitlements",
                     "tag" => "change_tag",
@@ -278,6 +315,22 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
                     .unwrap_or_default()
                     .to_owned();
                 let text = c.confirmation_text().replace(&value, "(see your account)");
+                c.ask(&text);
+            }
+            Step::AskGlued(prefix) => {
+                let tag = c
+                    .slots
+                    .get("change_tag")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let text = c
+                    .confirmation_text()
+                    .replace(&tag, &format!("{prefix}{tag}"));
+                c.ask(&text);
+            }
+            Step::AskWith(words) => {
+                let text = format!("{}{words}", c.confirmation_text());
                 c.ask(&text);
             }
             Step::Apply => {
@@ -296,11 +349,22 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
                 let (status, body) = server.webhook(&request).await?;
                 outcomes.push(format!("{status} {} (redelivered)", outcome_summary(&body)));
             }
+            Step::RedeliverTrimmed(n) => {
+                let mut request = last_apply
+                    .clone()
+                    .ok_or_else(|| fail("redeliver before apply".into()))?;
+                if let Some(events) = request["tracker"]["events"].as_array_mut() {
+                    events.drain(..(*n).min(events.len()));
+                }
+                let (status, body) = server.webhook(&request).await?;
+                outcomes.push(format!("{status} {} (trimmed by {n})", outcome_summary(&body)));
+            }
             Step::Wait(seconds) => c.wait(*seconds),
             Step::Move {
                 subscription,
                 entitlements,
                 effective_at,
+                label,
                 note,
             } => {
                 let url = format!("{service}/v1/subscriptions/{subscription}");
@@ -312,6 +376,9 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
                     }
                     if let Some(at) = effective_at {
                         option["effective_at"] = json!(at);
+                    }
+                    if let Some(label) = label {
+                        option["label"] = json!(label);
                     }
                 }
                 if let Some(text) = note {

@@ -9,6 +9,15 @@ use serde_json::{json, Map, Value};
 /// its template.
 pub const RESPONSES: &str = include_str!("../../responses/subscription_change.yml");
 
+/// The responses as Rasa sends them in the domain (JSON), from [`RESPONSES`].
+pub fn domain_responses() -> &'static Value {
+    static RESPONSES_JSON: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    RESPONSES_JSON.get_or_init(|| {
+        let doc: Value = serde_yaml_ng::from_str(RESPONSES).expect("the responses file is YAML");
+        doc["responses"].clone()
+    })
+}
+
 /// The confirmation template, from [`RESPONSES`].
 pub fn confirmation_template() -> String {
     let doc: serde_yaml_ng::Value =
@@ -184,7 +193,8 @@ impl Conversation {
         self.t += seconds;
     }
 
-    /// The webhook body for `action`, as Rasa 3.6.21 sends it.
+    /// The webhook body for `action`, as Rasa 3.6.21 sends it: the domain carries the
+    /// project's responses, so the question is held to the rendered template.
     pub fn request(&self, action: &str) -> Value {
         json!({
             "next_action": action,
@@ -203,7 +213,7 @@ impl Conversation {
                 "latest_action_name": action,
             },
             "version": "3.6.21",
-            "domain": {"version": "3.1", "intents": ["affirm"], "responses": {}, "actions": []},
+            "domain": {"version": "3.1", "intents": ["affirm", "deny"], "responses": domain_responses(), "actions": []},
         })
     }
 
