@@ -6,16 +6,27 @@
 # 1. a Python 3.10 venv at .venv-rasa/ with assistant/requirements-lock.txt (reused when it
 #    already has rasa 3.6.21);
 # 2. trains the assistant in assistant/ once (a few seconds: keyword intents, regex
-#    entities, rules only);
+#    entities, rules only), and once the misrouted variant (below), when that set-up runs;
 # 3. builds target/debug/actiongate;
 # 4. runs every conversation file in three set-ups, each against a real `rasa run`:
 #      plain       Rasa -> actiongate, plain JSON;
 #      compressed  Rasa started with COMPRESS_ACTION_SERVER_REQUEST=true (deflate bodies);
 #      token       actiongate started with --auth-token, Rasa's action_endpoint with
 #                  `token:` (Rasa appends ?token=...);
+#    and the files of MISROUTED_FILES (below) in a fourth:
+#      misrouted   plain, but Rasa runs tests/assistant-misrouted/: assistant/ with
+#                  data/replies.yml replaced by rules that send every yes and every no to
+#                  apply_subscription_change, wherever they come. Those conversations
+#                  check only what must hold whatever the routing does (nothing applied
+#                  without a yes to the current question, the service's record as
+#                  expected), so they pass only if actiongate alone refuses. The others
+#                  need the correct routing and cannot pass there. A file joins by being
+#                  listed in MISROUTED_FILES; when files are named on the command line,
+#                  those of them in the list run here. (About 9 s more: one training, ~4 s,
+#                  one `rasa run`, ~3 s, three files.)
 #    Each file gets a freshly seeded actiongate (its own --data-dir), because the
 #    conversations change the subscription records. `actiongate converse` drives Rasa's
-#    REST channel and checks Rasa's trackers.
+#    REST channel, checks Rasa's trackers and the service's records.
 # 5. runs the Mantle forwarder's tests (tests/mantle, pytest in the same venv) against the
 #    same binary (skipped when files are named on the command line, or E2E_MANTLE=0);
 # 6. stops everything it started, and ends with `N passed, M failed` (conversations and
@@ -23,31 +34,51 @@
 #
 # Environment: RASA_VENV (venv path), E2E_SKIP_BUILD=1 (use the existing binary),
 # E2E_ACTIONGATE (another actiongate binary; implies no build),
-# E2E_VARIANTS="plain compressed token" (which set-ups), E2E_KEEP=1 (keep the work dir
-# with all logs).
+# E2E_VARIANTS="plain compressed token misrouted" (which set-ups), E2E_KEEP=1 (keep the
+# work dir with all logs).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+log() { printf '[rasa-e2e] %s\n' "$*" >&2; }
+
 RASA_VERSION="3.6.21"
 VENV="${RASA_VENV:-$ROOT/.venv-rasa}"
 BIN="${E2E_ACTIONGATE:-$ROOT/target/debug/actiongate}"
-VARIANTS="${E2E_VARIANTS:-plain compressed token}"
+VARIANTS="${E2E_VARIANTS:-plain compressed token misrouted}"
 TOKEN="secret"
+
+# The conversations whose checks hold whatever the routing does, run against the
+# misrouted variant too (see above).
+MISROUTED_FILES=(
+  tests/conversations/declined_and_denied.yml
+  tests/conversations/no_then_ok_thanks.yml
+  tests/conversations/no_asked_again_yes.yml
+)
 
 if [ "$#" -gt 0 ]; then
   FILES=("$@")
 else
   FILES=(tests/conversations/*.yml)
 fi
+for listed in "${MISROUTED_FILES[@]}"; do
+  [ -f "$ROOT/$listed" ] || { log "MISROUTED_FILES names $listed, which does not exist"; exit 2; }
+done
+# The files of FILES that are in MISROUTED_FILES.
+MISROUTED_RUN=()
+for file in "${FILES[@]}"; do
+  for listed in "${MISROUTED_FILES[@]}"; do
+    if [ "$(realpath -m "$file")" = "$(realpath -m "$ROOT/$listed")" ]; then
+      MISROUTED_RUN+=("$file")
+    fi
+  done
+done
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/actiongate-e2e.XXXXXX")"
 [ "${E2E_KEEP:-0}" = "1" ] && printf '[rasa-e2e] work dir (kept): %s\n' "$WORK" >&2
 PIDS=()
 FAILED_SETUP=0
-
-log() { printf '[rasa-e2e] %s\n' "$*" >&2; }
 
 stop_pid() {
   local pid="$1"
@@ -132,7 +163,7 @@ export PYTHONWARNINGS=ignore
 export RASA_CACHE_DIRECTORY="$WORK/rasa-cache"
 
 # ---------------------------------------------------------------------------------------
-# 2. Train once
+# 2. Train once (each assistant)
 # ---------------------------------------------------------------------------------------
 log "training the assistant"
 started=$SECONDS
@@ -144,6 +175,20 @@ if ! (cd "$ROOT/assistant" && "$RASA" train --domain domain --data data --config
 fi
 MODEL="$WORK/models/assistant.tar.gz"
 log "trained in $((SECONDS - started))s"
+
+MISROUTED_MODEL="$WORK/models/assistant-misrouted.tar.gz"
+if [[ " $VARIANTS " == *" misrouted "* ]] && [ "${#MISROUTED_RUN[@]}" -gt 0 ]; then
+  log "training the misrouted variant (tests/assistant-misrouted/)"
+  started=$SECONDS
+  if ! (cd "$ROOT" && "$RASA" train --domain assistant/domain --config assistant/config.yml \
+    --data assistant/data/nlu.yml assistant/data/rules.yml tests/assistant-misrouted/data \
+    --out "$WORK/models" --fixed-model-name assistant-misrouted) >"$WORK/train-misrouted.log" 2>&1; then
+    show_log "$WORK/train-misrouted.log"
+    log "training the misrouted variant failed"
+    exit 1
+  fi
+  log "trained in $((SECONDS - started))s"
+fi
 
 # ---------------------------------------------------------------------------------------
 # 3. Build actiongate
@@ -243,11 +288,11 @@ stop_actiongate() {
   fi
 }
 
-start_rasa() { # start_rasa NAME ENDPOINTS_FILE [VAR=value ...]
-  local name="$1" endpoints="$2"
-  shift 2
+start_rasa() { # start_rasa NAME ENDPOINTS_FILE MODEL [VAR=value ...]
+  local name="$1" endpoints="$2" model="$3"
+  shift 3
   local logfile="$WORK/rasa-$name.log"
-  env "$@" "$RASA" run --enable-api -i 127.0.0.1 -p "$RASA_PORT" -m "$MODEL" \
+  env "$@" "$RASA" run --enable-api -i 127.0.0.1 -p "$RASA_PORT" -m "$model" \
     --endpoints "$endpoints" --credentials "$ROOT/assistant/credentials.yml" \
     >"$logfile" 2>&1 &
   RASA_PID=$!
@@ -265,13 +310,14 @@ stop_rasa() {
 TOTAL_PASSED=0
 TOTAL_FAILED=0
 
-# run_files VARIANT ENDPOINTS_FILE [extra serve args...]: every file against a fresh
-# actiongate, which reads the same endpoints file as Rasa
+# run_files VARIANT ENDPOINTS_FILE [extra serve args...]: every file of RUN_FILES against
+# a fresh actiongate, which reads the same endpoints file as Rasa
+RUN_FILES=("${FILES[@]}")
 run_files() {
   local variant="$1" endpoints="$2"
   shift 2
   local file out summary passed failed
-  for file in "${FILES[@]}"; do
+  for file in "${RUN_FILES[@]}"; do
     local rel="${file#"$ROOT"/}"
     log "[$variant] $rel"
     if ! start_actiongate "$variant" "$endpoints" "$@"; then
@@ -323,16 +369,16 @@ write_endpoints "$WORK/endpoints-token.yml" "$TOKEN"
 for variant in $VARIANTS; do
   case "$variant" in
     plain)
-      start_rasa plain "$WORK/endpoints.yml" || { FAILED_SETUP=1; stop_rasa; continue; }
+      start_rasa plain "$WORK/endpoints.yml" "$MODEL" || { FAILED_SETUP=1; stop_rasa; continue; }
       run_files plain "$WORK/endpoints.yml"
       ;;
     compressed)
-      start_rasa compressed "$WORK/endpoints.yml" COMPRESS_ACTION_SERVER_REQUEST=true ||
+      start_rasa compressed "$WORK/endpoints.yml" "$MODEL" COMPRESS_ACTION_SERVER_REQUEST=true ||
         { FAILED_SETUP=1; stop_rasa; continue; }
       run_files compressed "$WORK/endpoints.yml"
       ;;
     token)
-      start_rasa token "$WORK/endpoints-token.yml" || { FAILED_SETUP=1; stop_rasa; continue; }
+      start_rasa token "$WORK/endpoints-token.yml" "$MODEL" || { FAILED_SETUP=1; stop_rasa; continue; }
       # the server must refuse a call without the token (CONTRACT.md, section 0)
       if start_actiongate token-check "$WORK/endpoints-token.yml" --auth-token "$TOKEN"; then
         status="$(http_status POST "$AG_URL/webhook")"
@@ -345,6 +391,17 @@ for variant in $VARIANTS; do
       fi
       stop_actiongate
       run_files token "$WORK/endpoints-token.yml" --auth-token "$TOKEN"
+      ;;
+    misrouted)
+      if [ "${#MISROUTED_RUN[@]}" -eq 0 ]; then
+        log "[misrouted] none of the files is in MISROUTED_FILES; skipped"
+        continue
+      fi
+      start_rasa misrouted "$WORK/endpoints.yml" "$MISROUTED_MODEL" ||
+        { FAILED_SETUP=1; stop_rasa; continue; }
+      RUN_FILES=("${MISROUTED_RUN[@]}")
+      run_files misrouted "$WORK/endpoints.yml"
+      RUN_FILES=("${FILES[@]}")
       ;;
     *)
       log "unknown variant $variant"

@@ -25,7 +25,16 @@
 //!   {...}}` (or a list of them). When a user step names such an entry in its
 //!   `metadata:`, the runner sends each `PUT {service}{path}` before that message, and
 //!   strips the key from the message metadata. Rasa Pro would pass the key on as inert
-//!   message metadata, so the file stays valid for it.
+//!   message metadata, so the file stays valid for it;
+//! * the service's record can be checked: a metadata entry may carry the key
+//!   `actiongate_service_expect`, `{"path": "/v1/subscriptions/ID", "fields": {"revision":
+//!   4, "status": "active"}}` (or a list of them). Named by a user step, the runner sends
+//!   `GET {service}{path}` before that message (before the step's
+//!   `actiongate_service_put`, so it sees what the earlier turns left) and fails the test
+//!   case unless every named top-level field of the answer equals the given value
+//!   (numbers by value). Named by the test case (its `metadata:`, which also goes with
+//!   every message), it is checked once after the last step. Either way the key is left
+//!   out of the message metadata, and Rasa Pro passes it on as inert metadata.
 //!
 //! A test case stops at its first failing turn; the failure is printed as a per-step diff
 //! (expected steps, marked, and the turn's actual bot and slot events). The last line of
@@ -41,6 +50,10 @@ use serde_json::{json, Map, Value};
 
 /// The metadata key naming the service updates to make before a user message.
 pub const SERVICE_PUT_KEY: &str = "actiongate_service_put";
+
+/// The metadata key naming the service records to check: before a user message (on a
+/// user step's entry) or after the last step (on the test case's entry).
+pub const SERVICE_EXPECT_KEY: &str = "actiongate_service_expect";
 
 /// What `actiongate converse` was asked to run.
 #[derive(Debug, Clone)]
@@ -97,7 +110,7 @@ pub enum ConverseError {
     },
     #[error("{path}: not a valid test-case file: {message}")]
     Format { path: PathBuf, message: String },
-    #[error("{path}: test case `{test_case}` moves the facts at the service ({SERVICE_PUT_KEY}), but no --service URL was given")]
+    #[error("{path}: test case `{test_case}` moves or checks the facts at the service ({SERVICE_PUT_KEY}, {SERVICE_EXPECT_KEY}), but no --service URL was given")]
     ServiceRequired { path: PathBuf, test_case: String },
     #[error("no test cases in the given files")]
     NoTestCases,
@@ -161,9 +174,23 @@ pub struct TestCase {
     pub name: String,
     /// Slots to set before the first message, in order.
     pub fixture_slots: Vec<(String, Value)>,
-    /// The test case's own metadata (sent with every message).
+    /// The test case's own metadata (sent with every message), without
+    /// `actiongate_service_expect`.
     pub metadata: Map<String, Value>,
     pub steps: Vec<Step>,
+    /// Service records to check after the last step.
+    pub final_expects: Vec<ServiceExpect>,
+}
+
+impl TestCase {
+    /// True when the test case reads or writes the subscription service.
+    pub fn uses_service(&self) -> bool {
+        !self.final_expects.is_empty()
+            || self.steps.iter().any(|s| {
+                matches!(s, Step::User { service_puts, service_expects, .. }
+                    if !service_puts.is_empty() || !service_expects.is_empty())
+            })
+    }
 }
 
 /// A service update to make before a user message.
@@ -176,14 +203,49 @@ pub struct ServicePut {
     pub body: Value,
 }
 
+/// A check of a service record: `GET {service}{path}` answers a JSON object in which
+/// every one of `fields` has the given value.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceExpect {
+    /// Path under the service's base URL, e.g. `/v1/subscriptions/WS-SUB-3304`.
+    pub path: String,
+    /// Top-level fields of the answer and their expected values, e.g. `revision: 4`.
+    pub fields: Map<String, Value>,
+}
+
+impl ServiceExpect {
+    /// The fields of `record` that differ from the expected ones, as
+    /// `(name, expected, actual)`; a missing field is `null`.
+    pub fn mismatches(&self, record: &Value) -> Vec<(String, Value, Value)> {
+        self.fields
+            .iter()
+            .filter_map(|(name, want)| {
+                let got = record.get(name).cloned().unwrap_or(Value::Null);
+                (!value_eq(want, &got)).then(|| (name.clone(), want.clone(), got))
+            })
+            .collect()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{SERVICE_EXPECT_KEY}: GET {} {}",
+            self.path,
+            compact(&Value::Object(self.fields.clone()))
+        )
+    }
+}
+
 /// One step of a test case.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     User {
         text: String,
         /// Test-case metadata merged with the step's (the step wins), without
-        /// `actiongate_service_put`.
+        /// `actiongate_service_put` and `actiongate_service_expect`.
         metadata: Map<String, Value>,
+        /// Service records to check before the message (and before `service_puts`).
+        service_expects: Vec<ServiceExpect>,
         /// Service updates to make before sending the message.
         service_puts: Vec<ServicePut>,
     },
@@ -262,8 +324,8 @@ pub fn parse_test_file(path: &Path, text: &str) -> Result<TestFile, ConverseErro
             })?;
             fixture_slots.extend(slots.iter().cloned());
         }
-        let case_metadata = match &raw_case.metadata {
-            None => Map::new(),
+        let (case_metadata, final_expects) = match &raw_case.metadata {
+            None => (Map::new(), Vec::new()),
             Some(name) => {
                 let values = metadata.get(name).ok_or_else(|| {
                     format(format!(
@@ -276,7 +338,16 @@ pub fn parse_test_file(path: &Path, text: &str) -> Result<TestFile, ConverseErro
                          name it on the user step before which the service changes, not on the test case"
                     )));
                 }
-                values.clone()
+                let mut values = values.clone();
+                let expects = match values.remove(SERVICE_EXPECT_KEY) {
+                    None => Vec::new(),
+                    Some(value) => parse_service_expects(&value).map_err(|e| {
+                        format(format!(
+                            "test case `{case_name}`: metadata `{name}`: {SERVICE_EXPECT_KEY}: {e}"
+                        ))
+                    })?,
+                };
+                (values, expects)
             }
         };
 
@@ -294,6 +365,7 @@ pub fn parse_test_file(path: &Path, text: &str) -> Result<TestFile, ConverseErro
             fixture_slots,
             metadata: case_metadata,
             steps,
+            final_expects,
         });
     }
     Ok(TestFile {
@@ -329,6 +401,7 @@ fn convert_step(
     if let Some(text) = raw.user {
         let mut merged = case_metadata.clone();
         let mut service_puts = Vec::new();
+        let mut service_expects = Vec::new();
         if let Some(name) = &raw.metadata {
             let values = metadata.get(name).ok_or_else(|| {
                 format!("names metadata `{name}`, which the file does not define")
@@ -337,6 +410,9 @@ fn convert_step(
                 if key == SERVICE_PUT_KEY {
                     service_puts = parse_service_puts(value)
                         .map_err(|e| format!("metadata `{name}`: {SERVICE_PUT_KEY}: {e}"))?;
+                } else if key == SERVICE_EXPECT_KEY {
+                    service_expects = parse_service_expects(value)
+                        .map_err(|e| format!("metadata `{name}`: {SERVICE_EXPECT_KEY}: {e}"))?;
                 } else {
                     merged.insert(key.clone(), value.clone());
                 }
@@ -345,6 +421,7 @@ fn convert_step(
         return Ok(vec![Step::User {
             text,
             metadata: merged,
+            service_expects,
             service_puts,
         }]);
     }
@@ -393,6 +470,28 @@ fn parse_service_puts(value: &Value) -> Result<Vec<ServicePut>, String> {
         puts.push(put);
     }
     Ok(puts)
+}
+
+fn parse_service_expects(value: &Value) -> Result<Vec<ServiceExpect>, String> {
+    let items: Vec<Value> = match value {
+        Value::Array(items) => items.clone(),
+        other => vec![other.clone()],
+    };
+    if items.is_empty() {
+        return Err("an empty list".to_owned());
+    }
+    let mut expects = Vec::new();
+    for item in items {
+        let expect: ServiceExpect = serde_json::from_value(item).map_err(|e| e.to_string())?;
+        if !expect.path.starts_with('/') {
+            return Err(format!("path `{}` must start with /", expect.path));
+        }
+        if expect.fields.is_empty() {
+            return Err(format!("path `{}`: no fields to check", expect.path));
+        }
+        expects.push(expect);
+    }
+    Ok(expects)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -549,10 +648,7 @@ pub async fn run(args: ConverseArgs) -> Result<Summary, ConverseError> {
     if args.service.is_none() {
         for file in &files {
             for case in &file.cases {
-                let moves = case.steps.iter().any(
-                    |s| matches!(s, Step::User { service_puts, .. } if !service_puts.is_empty()),
-                );
-                if moves {
+                if case.uses_service() {
                     return Err(ConverseError::ServiceRequired {
                         path: file.path.clone(),
                         test_case: case.name.clone(),
@@ -682,9 +778,15 @@ impl Runner<'_> {
             if let Some(Step::User {
                 text,
                 metadata,
+                service_expects,
                 service_puts,
             }) = user
             {
+                for expect in service_expects {
+                    self.service_expect(expect)
+                        .await
+                        .map_err(|e| format!("sender: {sender}\n  before user: {text}\n{e}"))?;
+                }
                 for put in service_puts {
                     self.service_put(put).await?;
                 }
@@ -721,7 +823,46 @@ impl Runner<'_> {
                 return Err(report.trim_end().to_owned());
             }
         }
+        for expect in &case.final_expects {
+            self.service_expect(expect)
+                .await
+                .map_err(|e| format!("sender: {sender}\n  after the last step\n{e}"))?;
+        }
         Ok(())
+    }
+
+    /// Reads the record and compares the named fields; the error is a report.
+    async fn service_expect(&self, expect: &ServiceExpect) -> Result<(), String> {
+        let base = self.args.service.as_deref().ok_or_else(|| {
+            "a step checks the service's record, but no --service URL was given".to_owned()
+        })?;
+        let url = format!("{}{}", trim_base(base), expect.path);
+        let mut request = self.client.get(&url);
+        if let Some(token) = &self.args.service_token {
+            request = request.bearer_auth(token);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("checking the service's record failed: GET {url}: {e}"))?;
+        let body = expect_success("checking the service's record", "GET", &url, response).await?;
+        let record: Value = serde_json::from_str(&body)
+            .map_err(|e| format!("checking the service's record: GET {url}: not JSON: {e}"))?;
+        let mismatches = expect.mismatches(&record);
+        if mismatches.is_empty() {
+            return Ok(());
+        }
+        let mut report = format!("  - MISMATCH {}\n", expect.describe());
+        for (name, want, got) in &mismatches {
+            report.push_str(&format!(
+                "      {name}: expected {}, service has {}\n",
+                compact(want),
+                compact(got)
+            ));
+        }
+        let shown: String = compact(&record).chars().take(500).collect();
+        report.push_str(&format!("  the record: {shown}"));
+        Err(report)
     }
 
     async fn set_fixtures(&self, sender: &str, case: &TestCase) -> Result<(), String> {
@@ -896,8 +1037,10 @@ test_cases:
                 text,
                 metadata,
                 service_puts,
+                service_expects,
             } => {
                 assert_eq!(text, "Please stop the renewal of WS-SUB-3304");
+                assert!(service_expects.is_empty());
                 assert_eq!(metadata.get("account_id"), Some(&json!("acct-7")));
                 assert!(service_puts.is_empty());
             }
@@ -922,6 +1065,7 @@ test_cases:
                 text,
                 metadata,
                 service_puts,
+                ..
             } => {
                 assert_eq!(text, "yes");
                 // merged: the test case's and the step's, the service key stripped
@@ -955,6 +1099,150 @@ test_cases:
             ]
         );
         assert!(fixtures.metadata.is_empty());
+        assert!(race.final_expects.is_empty());
+        assert!(!fixtures.uses_service());
+        assert!(race.uses_service());
+    }
+
+    const EXPECTING: &str = r#"
+metadata:
+  - acct_7_record_untouched:
+      account_id: acct-7
+      actiongate_service_expect:
+        path: /v1/subscriptions/WS-SUB-3304
+        fields: {revision: 4, status: active}
+  - record_still_at_r4:
+      actiongate_service_expect:
+        - {path: /v1/subscriptions/WS-SUB-3304, fields: {revision: 4}}
+        - {path: /v1/subscriptions/WS-SUB-3310, fields: {status: active, plan: quarterly}}
+      channel: web
+  - checked_then_moved:
+      actiongate_service_expect: {path: /v1/subscriptions/WS-SUB-3304, fields: {revision: 4}}
+      actiongate_service_put: {path: /v1/subscriptions/WS-SUB-3304, body: {id: WS-SUB-3304}}
+test_cases:
+  - test_case: no_then_ok
+    metadata: acct_7_record_untouched
+    steps:
+      - user: "Please stop the renewal of WS-SUB-3304"
+      - user: "No, leave it"
+        metadata: record_still_at_r4
+      - user: "ok thanks"
+        metadata: checked_then_moved
+"#;
+
+    #[test]
+    fn service_expectations_on_user_steps_and_test_cases() {
+        let file = parse(EXPECTING).expect("parses");
+        let case = &file.cases[0];
+        // the test case's entry: checked after the last step, stripped from the metadata
+        // sent with every message
+        assert_eq!(case.metadata.get("account_id"), Some(&json!("acct-7")));
+        assert!(!case.metadata.contains_key(SERVICE_EXPECT_KEY));
+        assert_eq!(
+            case.final_expects,
+            vec![ServiceExpect {
+                path: "/v1/subscriptions/WS-SUB-3304".into(),
+                fields: json!({"revision": 4, "status": "active"})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+            }]
+        );
+        assert!(case.uses_service());
+        let users: Vec<_> = case
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::User {
+                    metadata,
+                    service_expects,
+                    service_puts,
+                    ..
+                } => (metadata, service_expects, service_puts),
+                other => panic!("not a user step: {other:?}"),
+            })
+            .collect();
+        assert!(users[0].1.is_empty());
+        assert!(!users[0].0.contains_key(SERVICE_EXPECT_KEY));
+        // a list, in order; the other keys of the entry are merged
+        assert_eq!(users[1].1.len(), 2);
+        assert_eq!(users[1].1[0].path, "/v1/subscriptions/WS-SUB-3304");
+        assert_eq!(users[1].1[1].fields.get("plan"), Some(&json!("quarterly")));
+        assert_eq!(users[1].0.get("channel"), Some(&json!("web")));
+        assert_eq!(users[1].0.get("account_id"), Some(&json!("acct-7")));
+        assert!(!users[1].0.contains_key(SERVICE_EXPECT_KEY));
+        // an entry may both check and move
+        assert_eq!(users[2].1.len(), 1);
+        assert_eq!(users[2].2.len(), 1);
+        assert!(!users[2].0.contains_key(SERVICE_EXPECT_KEY));
+        assert!(!users[2].0.contains_key(SERVICE_PUT_KEY));
+    }
+
+    #[test]
+    fn a_service_expectation_compares_the_named_fields_only() {
+        let expect = ServiceExpect {
+            path: "/v1/subscriptions/WS-SUB-3304".into(),
+            fields: json!({"revision": 4, "status": "active"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        };
+        let record =
+            json!({"id": "WS-SUB-3304", "revision": 4.0, "status": "active", "plan": "monthly"});
+        assert!(expect.mismatches(&record).is_empty());
+        let moved = json!({"id": "WS-SUB-3304", "revision": 5, "status": "ending"});
+        assert_eq!(
+            expect.mismatches(&moved),
+            vec![
+                ("revision".to_owned(), json!(4), json!(5)),
+                ("status".to_owned(), json!("active"), json!("ending")),
+            ]
+        );
+        // a missing field is null
+        assert_eq!(
+            expect.mismatches(&json!({"status": "active"})),
+            vec![("revision".to_owned(), json!(4), Value::Null)]
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_service_expectations() {
+        let on_step = |expect: &str| {
+            format!(
+                "metadata:\n  - m:\n      actiongate_service_expect: {expect}\ntest_cases:\n  - test_case: t\n    steps:\n      - user: hi\n        metadata: m\n"
+            )
+        };
+        let on_case = |expect: &str| {
+            format!(
+                "metadata:\n  - m:\n      actiongate_service_expect: {expect}\ntest_cases:\n  - test_case: t\n    metadata: m\n    steps:\n      - user: hi\n"
+            )
+        };
+        let bad = [
+            // no leading slash
+            "{path: v1/subscriptions/A, fields: {revision: 4}}",
+            // nothing to check
+            "{path: /v1/subscriptions/A, fields: {}}",
+            // no fields key
+            "{path: /v1/subscriptions/A}",
+            // an unknown key
+            "{path: /v1/subscriptions/A, fields: {revision: 4}, body: {}}",
+            // fields not a mapping
+            "{path: /v1/subscriptions/A, fields: [revision]}",
+            // an empty list
+            "[]",
+            // not an object
+            "/v1/subscriptions/A",
+        ];
+        for expect in bad {
+            for text in [on_step(expect), on_case(expect)] {
+                assert!(
+                    matches!(parse(&text), Err(ConverseError::Format { .. })),
+                    "accepted: {text}"
+                );
+            }
+        }
+        assert!(parse(&on_step("{path: /a, fields: {revision: 4}}")).is_ok());
+        assert!(parse(&on_case("{path: /a, fields: {revision: 4}}")).is_ok());
     }
 
     #[test]
