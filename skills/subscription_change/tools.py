@@ -5,10 +5,13 @@ tool here forwards its call to actiongate as the action-server webhook request R
 have sent (`POST /webhook`), and brings the answer back:
 
 * the request is `{"next_action": <tool name>, "sender_id", "tracker": {"sender_id",
-  "slots", "events", "latest_message": {}}, "version": "3.21.0"}`; the slots are the
-  skill's memory with the tool's arguments on top, plus the session's start metadata
-  (the authenticated account) as `session_started_metadata`; the events are the
-  conversation's events as the engine keeps them;
+  "slots", "events", "latest_message": {}}, "domain": {"responses": {}}, "version":
+  "3.21.0"}`; the slots are the skill's memory with the tool's arguments on top, plus the
+  session's start metadata (the authenticated account) as `session_started_metadata`;
+  the events are the conversation's events as the engine keeps them. The engine renders
+  the confirmation question from memory itself, so the domain carries no response texts:
+  actiongate then holds the question to the terms it must read out (the tag, the label,
+  the date and the entitlements line), not to a template (CONTRACT.md section 3);
 * every `slot` event of the answer is written into memory (`context.memory.set`), so the
   change memory is exactly what actiongate's select wrote;
 * the answer's responses are passed on to `context.send_message` when the context offers
@@ -20,10 +23,13 @@ The tools take only the subscription and the change type from the model: never a
 an amount, terms or a revision. Those come from memory that only the select tool writes,
 and actiongate compares them with the subscription service before it acts. For that
 comparison actiongate reads the conversation's events: it trusts the change memory only
-when the events show the slot events following the select tool's `action` event, and it
-accepts a "yes" only when a customer message follows the bot message produced by
-`utter_confirm_subscription_change` (its `metadata.utter_action`). An engine that does
-not record tool calls and memory writes as events gets `blocked` outcomes, never a change.
+when the events show the slot events following the select tool's `action` event; the
+question is the bot message produced by `utter_confirm_subscription_change` (its
+`metadata.utter_action`), the reply is the first customer message after it, and that
+reply is a yes only when the engine recorded the customer's answer to the held call as
+confirmed: the `tool_executed` event of `resolve_tool_confirmation` with
+`arguments.confirmed: true`, after the reply (a `false` there is a no, whatever else was
+said). An engine that records none of this gets `blocked` outcomes, never a change.
 
 Standard library only. `ACTIONGATE_URL` (default http://127.0.0.1:5055/webhook) says where
 actiongate listens; `ACTIONGATE_TOKEN`, when set, is sent as `Authorization: Bearer`.
@@ -146,6 +152,8 @@ def _build_request(action: str, arguments: Dict[str, Any], context: Any) -> Dict
             "events": _events(context),
             "latest_message": {},
         },
+        # The engine renders the question itself: no response texts to hold it to.
+        "domain": {"responses": {}},
         "version": PROTOCOL_VERSION,
     }
 

@@ -5,7 +5,10 @@ The stand-in keeps what the engine would keep: memory (recording every write), t
 messages sent, and the conversation's events in Rasa's shape. A tool call is recorded as
 an `action` event named after the tool, and each memory write as a `slot` event after it;
 the confirmation question is a `bot` event rendered from the project's response template
-with `metadata.utter_action` naming it.
+with `metadata.utter_action` naming it; the customer's answer to the held call is the
+engine's `tool_executed` event for `resolve_tool_confirmation` with `arguments.confirmed`
+(what Mantle records when the customer confirms or declines a `requires_confirmation`
+tool). Customer messages carry no NLU intent, as in Mantle.
 """
 
 from __future__ import annotations
@@ -196,6 +199,15 @@ class StandInContext:
              "metadata": {"utter_action": CONFIRM}}
         )
         return text
+
+    def resolve_confirmation(self, confirmed: bool) -> None:
+        """The engine records the customer's answer to the held call."""
+        self.events.append(
+            {"event": "tool_executed", "timestamp": time.time(),
+             "tool_name": "resolve_tool_confirmation", "arguments": {"confirmed": confirmed},
+             "result": json.dumps({"confirmed": confirmed}), "is_error": False,
+             "metadata": {"source": "llm"}}
+        )
 
     async def call(self, tool, *args: Any) -> Dict[str, Any]:
         """Run a tool as the engine does: the call is an event, then the tool runs."""

@@ -102,6 +102,8 @@ def test_the_request_is_the_webhook_request_rasa_would_send(tools, make_context,
     assert slots["change_tag"] == "WS-SUB-3304 stop_renewal r4"
     assert slots["session_started_metadata"] == {"account_id": "acct-7"}
     assert body["tracker"]["latest_message"] == {}
+    # no response texts: the engine renders the question, so its terms are what is held
+    assert body["domain"] == {"responses": {}}
     assert body["tracker"]["events"][-1] == {
         "event": "action", "timestamp": body["tracker"]["events"][-1]["timestamp"],
         "name": "apply_subscription_change"}
@@ -157,6 +159,7 @@ def test_yes_to_the_question_applies_once(tools, actiongate, make_context):
     question = context.ask_confirmation()
     assert "2027-01-01 00:00 UTC" in question and STYLE_BOX_R4 in question
     context.user_says("Yes, go ahead")
+    context.resolve_confirmation(True)
 
     outcome = run(context.call(tools.apply_subscription_change, "WS-SUB-3304", "stop_renewal"))
     assert outcome["status"] == "applied", outcome
@@ -189,6 +192,7 @@ def test_a_different_target_than_selected_is_refused(tools, actiongate, make_con
     run(context.call(tools.select_subscription_change, "WS-SUB-3304", "stop_renewal"))
     context.ask_confirmation()
     context.user_says("yes")
+    context.resolve_confirmation(True)
     outcome = run(context.call(tools.apply_subscription_change, "WS-SUB-3310", "stop_renewal"))
     assert (outcome["status"], outcome["reason"]) == ("blocked", "target_mismatch"), outcome
     assert actiongate.subscription("WS-SUB-3310")["revision"] == 2
@@ -211,6 +215,7 @@ def test_style_box_race_blocks_then_asks_again(tools, actiongate, make_context):
     assert actiongate.put_subscription(record)["revision"] == 5
 
     context.user_says("Yes, go ahead")
+    context.resolve_confirmation(True)
     outcome = run(context.call(tools.apply_subscription_change, "WS-SUB-3304", "stop_renewal"))
     assert (outcome["status"], outcome["reason"]) == ("blocked", "benefit_loss_hidden"), outcome
     assert outcome["effects"] == 0
@@ -225,6 +230,7 @@ def test_style_box_race_blocks_then_asks_again(tools, actiongate, make_context):
     question = context.ask_confirmation()
     assert STYLE_BOX_R5 in question and "r5" in question
     context.user_says("Yes, go ahead")
+    context.resolve_confirmation(True)
     outcome = run(context.call(tools.apply_subscription_change, "WS-SUB-3304", "stop_renewal"))
     assert outcome["status"] == "applied", outcome
     assert actiongate.subscription("WS-SUB-3304")["revision"] == 6
@@ -238,3 +244,35 @@ def test_another_accounts_subscription_is_denied(tools, actiongate, make_context
     assert "current" not in outcome and "why" not in outcome
     assert context.memory.get("change_tag") is None
     assert [m["response"] for m in context.messages] == ["utter_subscription_change_denied"]
+
+
+# --- the customer's answer to the held call ------------------------------------------------
+
+
+def test_a_declined_call_changes_nothing_even_when_apply_runs(tools, actiongate, make_context):
+    """The engine recorded a no; the model (or a misfiring rule) calls apply anyway."""
+    context = make_context()
+    context.user_says("Please stop the renewal of WS-SUB-3304")
+    run(context.call(tools.select_subscription_change, "WS-SUB-3304", "stop_renewal"))
+    context.ask_confirmation()
+    context.user_says("No, leave it")
+    context.resolve_confirmation(False)
+    context.user_says("ok thanks")
+    outcome = run(context.call(tools.apply_subscription_change, "WS-SUB-3304", "stop_renewal"))
+    assert (outcome["status"], outcome["reason"]) == ("blocked", "declined"), outcome
+    assert outcome["effects"] == 0
+    record = actiongate.subscription("WS-SUB-3304")
+    assert (record["revision"], record["status"]) == (4, "active")
+
+
+def test_without_the_engines_record_a_yes_is_not_consent(tools, actiongate, make_context):
+    """Words alone are not read: no recorded answer, no change."""
+    context = make_context()
+    context.user_says("Please stop the renewal of WS-SUB-3304")
+    run(context.call(tools.select_subscription_change, "WS-SUB-3304", "stop_renewal"))
+    context.ask_confirmation()
+    context.user_says("Yes, go ahead")
+    outcome = run(context.call(tools.apply_subscription_change, "WS-SUB-3304", "stop_renewal"))
+    assert (outcome["status"], outcome["reason"]) == ("blocked", "not_confirmed"), outcome
+    record = actiongate.subscription("WS-SUB-3304")
+    assert (record["revision"], record["status"]) == (4, "active")
