@@ -431,31 +431,35 @@ pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
     Ok(())
 }
 
-/// `actiongate check`: every problem in the configuration and the Rasa-side files.
-pub fn check(args: &crate::cli::CheckArgs) -> Vec<ConfigError> {
+/// `actiongate check`: every problem in the configuration and the Rasa-side files, and
+/// notes on what each deployment style needs.
+pub fn check(args: &crate::cli::CheckArgs) -> crate::project::Report {
     let serve = ServeArgs {
         endpoints: args.endpoints.clone(),
         ..crate::cli::Cli::default_serve_args()
     };
     let required = args.endpoints != Path::new("endpoints.yml");
     let mut problems = Vec::new();
-    let confirm_response = match load_endpoints(&args.endpoints, required) {
+    let consent = match load_endpoints(&args.endpoints, required) {
         Err(e) => {
             problems.push(e);
-            ConsentConfig::default().confirm_response
+            ConsentConfig::default()
         }
         Ok(file) => {
             match Settings::from_parts(&serve, &file.unwrap_or_default(), &args.endpoints) {
-                Ok(settings) => settings.consent.confirm_response,
+                Ok(settings) => settings.consent,
                 Err(e) => {
                     problems.push(e);
-                    ConsentConfig::default().confirm_response
+                    ConsentConfig::default()
                 }
             }
         }
     };
-    problems.extend(crate::project::check(&args.project, &confirm_response));
-    problems
+    let mut report =
+        crate::project::check(&args.project, &consent.confirm_response, &consent.signals);
+    problems.append(&mut report.problems);
+    report.problems = problems;
+    report
 }
 
 /// `actiongate subscription-service`: the embedded service alone, until SIGTERM/SIGINT.

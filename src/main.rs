@@ -26,11 +26,14 @@ async fn main() -> ExitCode {
         Command::Serve(args) => report(app::serve(&args).await),
         Command::SubscriptionService(args) => report(app::subscription_service(&args).await),
         Command::Check(args) => {
-            let problems = app::check(&args);
-            for problem in &problems {
+            let report = app::check(&args);
+            for problem in &report.problems {
                 eprintln!("{problem}");
             }
-            if problems.is_empty() {
+            for note in &report.notes {
+                println!("{note}");
+            }
+            if report.problems.is_empty() {
                 println!("configuration OK");
                 ExitCode::SUCCESS
             } else {

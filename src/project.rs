@@ -1,6 +1,7 @@
 //! `actiongate check` for the Rasa-side files: the confirmation template carries every
-//! term, every response and tool named exists, and no change-memory field is
-//! model-settable.
+//! term, every response and tool named exists, no change-memory field is model-settable,
+//! and the signal the reply's yes or no is read from (CONTRACT.md section 3) exists in the
+//! domain: the affirm and deny intents, or the confirm slot.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -8,7 +9,7 @@ use std::path::Path;
 use serde_yaml_ng::Value;
 
 use crate::config::ConfigError;
-use crate::conversation::CHANGE_MEMORY;
+use crate::conversation::{Signals, CHANGE_MEMORY};
 
 /// The tools (actions) this server serves.
 pub const TOOLS: [&str; 4] = [
@@ -36,10 +37,26 @@ pub const CONFIRMATION_TERMS: [&str; 4] = [
     "{change_tag}",
 ];
 
-/// Checks the project folder; returns every problem found.
-pub fn check(project: &Path, confirm_response: &str) -> Vec<ConfigError> {
+/// What `check` found: the problems, and what a reader should know (which signal each
+/// deployment style needs, and where it was found).
+#[derive(Debug, Default)]
+pub struct Report {
+    pub problems: Vec<ConfigError>,
+    pub notes: Vec<String>,
+}
+
+/// Checks the project folder against the consent settings.
+pub fn check(project: &Path, confirm_response: &str, signals: &Signals) -> Report {
     let mut problems = Vec::new();
-    let responses = read_responses(&project.join("responses"), &mut problems);
+    let domain = read_domain(project, &mut problems);
+    let responses = if project.join("responses").is_dir() || domain.is_none() {
+        read_responses(&project.join("responses"), &mut problems)
+    } else {
+        domain
+            .as_ref()
+            .map(|d| d.responses.clone())
+            .unwrap_or_default()
+    };
     match responses
         .iter()
         .find(|(name, _, _)| name == confirm_response)
@@ -81,7 +98,167 @@ pub fn check(project: &Path, confirm_response: &str) -> Vec<ConfigError> {
     if memory.exists() {
         check_memory(&memory, &mut problems);
     }
-    problems
+    let notes = check_signals(domain.as_ref(), signals, &mut problems);
+    Report { problems, notes }
+}
+
+/// What the project's Rasa domain declares (`domain.yml`, or every file in `domain/`).
+#[derive(Debug, Default)]
+struct Domain {
+    /// Where it was read.
+    path: std::path::PathBuf,
+    intents: BTreeSet<String>,
+    /// Slot name to its `type`.
+    slots: std::collections::BTreeMap<String, String>,
+    responses: Vec<(String, Vec<String>, std::path::PathBuf)>,
+}
+
+fn read_domain(project: &Path, problems: &mut Vec<ConfigError>) -> Option<Domain> {
+    let single = project.join("domain.yml");
+    let dir = project.join("domain");
+    let (path, mut files) = if single.is_file() {
+        (single.clone(), vec![single])
+    } else if dir.is_dir() {
+        let files = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
+            .collect();
+        (dir, files)
+    } else {
+        return None;
+    };
+    files.sort();
+    let mut domain = Domain {
+        path,
+        ..Domain::default()
+    };
+    for file in files {
+        let doc: Value = match std::fs::read_to_string(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_yaml_ng::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(doc) => doc,
+            Err(e) => {
+                problems.push(ConfigError::new(&file, "-", e));
+                continue;
+            }
+        };
+        for intent in doc
+            .get("intents")
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+        {
+            // `- affirm`, or `- affirm: {use_entities: ...}`.
+            let name = intent.as_str().map(str::to_owned).or_else(|| {
+                intent
+                    .as_mapping()
+                    .and_then(|m| m.keys().next())
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            });
+            domain.intents.extend(name);
+        }
+        for (name, slot) in doc
+            .get("slots")
+            .and_then(Value::as_mapping)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = name.as_str() {
+                let kind = slot.get("type").and_then(Value::as_str).unwrap_or("");
+                domain.slots.insert(name.to_owned(), kind.to_owned());
+            }
+        }
+        for (name, variations) in doc
+            .get("responses")
+            .and_then(Value::as_mapping)
+            .into_iter()
+            .flatten()
+        {
+            let Some(name) = name.as_str() else { continue };
+            let texts = variations
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.get("text").and_then(Value::as_str).map(str::to_owned))
+                .collect();
+            domain
+                .responses
+                .push((name.to_owned(), texts, file.clone()));
+        }
+    }
+    Some(domain)
+}
+
+/// The reply's yes or no must be readable: with a confirm slot, a boolean slot of that
+/// name; otherwise the affirm and deny intents. Returns what each deployment style needs.
+fn check_signals(
+    domain: Option<&Domain>,
+    signals: &Signals,
+    problems: &mut Vec<ConfigError>,
+) -> Vec<String> {
+    let list = |names: &[String]| names.join(", ");
+    let mut notes = vec![
+        "the reply's yes or no is read from what the tracker records (CONTRACT.md section 3):".to_owned(),
+        format!(
+            "  Rasa 3.x with NLU: the reply's intent (yes: {}; no: {}), in actiongate.consent.affirm_intents / deny_intents",
+            list(&signals.affirm_intents),
+            list(&signals.deny_intents)
+        ),
+        format!(
+            "  Rasa Pro CALM: the boolean slot the confirmation flow collects, --confirm-slot / actiongate.consent.confirm_slot ({})",
+            signals.confirm_slot.as_deref().map_or("not set".to_owned(), |s| format!("set: {s}"))
+        ),
+        "  Rasa Mantle: the engine's record of the held call (resolve_tool_confirmation), nothing to configure".to_owned(),
+    ];
+    let Some(domain) = domain else {
+        notes.push("no Rasa domain in the project (domain.yml or domain/): the intents and the slot were not checked".to_owned());
+        return notes;
+    };
+    match &signals.confirm_slot {
+        Some(slot) => match domain.slots.get(slot) {
+            Some(kind) if kind == "bool" => notes.push(format!(
+                "the confirm slot {slot} is a bool slot in {}",
+                domain.path.display()
+            )),
+            Some(kind) => problems.push(ConfigError::new(
+                &domain.path,
+                format!("slots.{slot}"),
+                format!("the confirm slot must be of type bool, not {kind:?}"),
+            )),
+            None => problems.push(ConfigError::new(
+                &domain.path,
+                "actiongate.consent.confirm_slot",
+                format!("the confirm slot {slot} is not a slot of the domain"),
+            )),
+        },
+        None => {
+            let before = problems.len();
+            for (key, names) in [
+                ("actiongate.consent.affirm_intents", &signals.affirm_intents),
+                ("actiongate.consent.deny_intents", &signals.deny_intents),
+            ] {
+                if names.is_empty() {
+                    problems.push(ConfigError::new(&domain.path, key, "no intent given"));
+                }
+                for name in names.iter().filter(|n| !domain.intents.contains(*n)) {
+                    problems.push(ConfigError::new(
+                        &domain.path,
+                        key,
+                        format!("intent {name} is not an intent of the domain, so no reply could be read as it"),
+                    ));
+                }
+            }
+            if problems.len() == before {
+                notes.push(format!("the intents are in {}", domain.path.display()));
+            }
+        }
+    }
+    notes
 }
 
 /// `(response name, its texts, the file)` from every YAML file under `responses/`.

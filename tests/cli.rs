@@ -225,3 +225,98 @@ fn the_log_has_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(listening, "the service never said it was listening:\n{log}");
     assert!(!log.contains('\x1b'), "colour codes in the log: {log:?}");
 }
+
+/// A copy of the Rasa 3.6 assistant (`assistant/`), its domain files resolved.
+fn assistant_copy(endpoints: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assistant");
+    std::fs::create_dir_all(dir.path().join("domain")).unwrap();
+    for file in [
+        "domain/subscription.yml",
+        "domain/responses.yml",
+        "domain/dialogue.yml",
+    ] {
+        std::fs::copy(root.join(file), dir.path().join(file)).unwrap();
+    }
+    std::fs::write(dir.path().join("endpoints.yml"), endpoints).unwrap();
+    dir
+}
+
+fn check_out(dir: &Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["check", "--endpoints"])
+        .arg(dir.join("endpoints.yml"))
+        .arg("--project")
+        .arg(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_assistants_domain_carries_the_reply_signals() {
+    let dir = assistant_copy("");
+    let (ok, stdout, stderr) = check_out(dir.path());
+    assert!(ok, "{stderr}");
+    // It says which signal each deployment style needs.
+    for style in ["Rasa 3.x", "Rasa Pro CALM", "Rasa Mantle"] {
+        assert!(stdout.contains(style), "{stdout}");
+    }
+    assert!(stdout.contains("the intents are in"), "{stdout}");
+}
+
+#[test]
+fn an_intent_or_confirm_slot_the_domain_lacks_fails() {
+    let dir = assistant_copy("actiongate:\n  consent:\n    affirm_intents: [affirm, confirm]\n");
+    let (ok, _, stderr) = check_out(dir.path());
+    assert!(!ok);
+    assert!(
+        stderr.contains("actiongate.consent.affirm_intents") && stderr.contains("confirm"),
+        "{stderr}"
+    );
+    let dir = assistant_copy("");
+    edit(dir.path(), "domain/subscription.yml", "  - deny\n", "");
+    let (ok, _, stderr) = check_out(dir.path());
+    assert!(!ok);
+    assert!(stderr.contains("deny_intents"), "{stderr}");
+    let dir = assistant_copy("actiongate:\n  consent:\n    confirm_slot: confirm_change\n");
+    let (ok, _, stderr) = check_out(dir.path());
+    assert!(!ok);
+    assert!(stderr.contains("not a slot of the domain"), "{stderr}");
+    // A slot that is not a boolean can't say yes or no.
+    edit(
+        dir.path(),
+        "domain/subscription.yml",
+        "slots:\n",
+        "slots:\n  confirm_change:\n    type: text\n    mappings:\n      - type: custom\n",
+    );
+    let (ok, _, stderr) = check_out(dir.path());
+    assert!(!ok);
+    assert!(stderr.contains("must be of type bool"), "{stderr}");
+    edit(
+        dir.path(),
+        "domain/subscription.yml",
+        "    type: text\n    mappings:\n      - type: custom\n",
+        "    type: bool\n    mappings:\n      - type: custom\n",
+    );
+    let (ok, stdout, stderr) = check_out(dir.path());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("bool slot"), "{stdout}");
+}
+
+#[test]
+fn an_affirm_intent_that_is_also_a_deny_intent_fails() {
+    let dir = assistant_copy(
+        "actiongate:\n  consent:\n    affirm_intents: [affirm]\n    deny_intents: [deny, affirm]\n",
+    );
+    let (ok, _, stderr) = check_out(dir.path());
+    assert!(!ok);
+    assert!(
+        stderr.contains("both an affirm and a deny intent"),
+        "{stderr}"
+    );
+}
