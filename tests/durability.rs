@@ -67,6 +67,7 @@ macro_rules! on_both {
 
 on_both!(
     concurrent_claims_have_one_winner,
+    one_unresolved_operation_per_subscription_across_replicas,
     the_token_bucket_spends_and_refills,
     fifty_concurrent_applies_over_two_replicas_change_once,
     a_dropped_connection_after_the_command_is_pending_until_checked,
@@ -112,6 +113,68 @@ async fn concurrent_claims_have_one_winner(backend: Backend) {
     assert!(
         store.operation("k1").await.unwrap().is_none(),
         "a claim with nothing sent can be released"
+    );
+}
+
+/// CONTRACT.md section 4: while a command for a subscription has an unknown outcome, no
+/// other is sent. Fifty confirmations with different keys for one subscription, claimed at
+/// once through two replicas' stores: one wins, the others find the subscription busy.
+async fn one_unresolved_operation_per_subscription_across_replicas(backend: Backend) {
+    use actiongate::store::Claim;
+    let dir = tempfile::tempdir().unwrap();
+    let url = database_url(backend, dir.path()).await;
+    let replicas = [
+        Store::connect(&url).await.unwrap(),
+        Store::connect(&url).await.unwrap(),
+    ];
+    let claims = (0..50).map(|i| {
+        let store = replicas[i % 2].clone();
+        tokio::spawn(async move { store.claim(&op(&format!("key-{i}"))).await.unwrap() })
+    });
+    let results: Vec<Claim> = futures_util::future::join_all(claims)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(results.iter().filter(|c| **c == Claim::Claimed).count(), 1);
+    assert_eq!(
+        results
+            .iter()
+            .filter(|c| **c == Claim::SubscriptionBusy)
+            .count(),
+        49
+    );
+    let open = replicas[1]
+        .open_operation("WS-SUB-3304")
+        .await
+        .unwrap()
+        .expect("the winner's operation is open");
+    // Sent and then unknown: still open, still the only one.
+    replicas[0]
+        .set_state(&open.request_key, OpState::Unknown, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        replicas[1].claim(&op("later")).await.unwrap(),
+        Claim::SubscriptionBusy
+    );
+    // Another subscription is not held up.
+    let mut other = op("other-sub");
+    other.subscription = "WS-SUB-3310".into();
+    assert_eq!(replicas[1].claim(&other).await.unwrap(), Claim::Claimed);
+    // Resolved: the subscription takes a command again.
+    replicas[0]
+        .set_state(&open.request_key, OpState::Applied, Some("{}"))
+        .await
+        .unwrap();
+    assert!(replicas[1]
+        .open_operation("WS-SUB-3304")
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        replicas[1].claim(&op("later")).await.unwrap(),
+        Claim::Claimed
     );
 }
 
