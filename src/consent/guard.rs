@@ -470,23 +470,19 @@ impl Guard {
         // Recognised right after step 10: a repeat of a confirmation already acted on gets
         // the first call's outcome, and steps 11 to 14 are skipped, since the change itself
         // has moved the record on.
+        // While a command for this subscription has an unknown outcome, nothing else is
+        // sent for it (the claim below enforces it atomically; asking here, in the same
+        // query, answers before the service is read).
         let key = &confirmation.request_key;
-        if let Some(op) = self.store.operation(key).await? {
+        let (mine, open) = self
+            .store
+            .operation_and_open(key, &confirmation.tag.subscription)
+            .await?;
+        if let Some(op) = mine {
             return self.replay(op).await;
         }
-        // While a command for this subscription has an unknown outcome, nothing else is
-        // sent for it (the claim below enforces it atomically; this spares the service a
-        // read).
-        if let Some(open) = self
-            .store
-            .open_operation(&confirmation.tag.subscription)
-            .await?
-        {
-            return if open.request_key == *key {
-                self.replay(open).await
-            } else {
-                Ok(pending())
-            };
+        if open.is_some() {
+            return Ok(pending());
         }
         // 11, 12, 13. The facts as they are now, compared; fail closed.
         let current = match self.read_and_compare(&confirmation).await {

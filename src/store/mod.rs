@@ -217,6 +217,28 @@ impl Store {
         })
     }
 
+    /// In one query: the operation under `key`, and another operation for `subscription`
+    /// whose outcome is not known yet (claimed, sent or unknown), each if there is one.
+    pub async fn operation_and_open(
+        &self,
+        key: &str,
+        subscription: &str,
+    ) -> Result<(Option<Operation>, Option<Operation>), StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1 \
+             OR (subscription = $2 AND state IN ('claimed', 'sent', 'unknown')) LIMIT 2"
+        ))
+        .bind(key)
+        .bind(subscription)
+        .fetch_all(&self.pool)
+        .await?;
+        let (mine, others): (Vec<Operation>, Vec<Operation>) = rows
+            .iter()
+            .map(operation_from)
+            .partition(|op| op.request_key == key);
+        Ok((mine.into_iter().next(), others.into_iter().next()))
+    }
+
     /// The subscription's operation whose outcome is not known yet (claimed, sent or
     /// unknown), if there is one.
     pub async fn open_operation(
