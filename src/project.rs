@@ -102,6 +102,36 @@ pub fn check(project: &Path, confirm_response: &str, signals: &Signals) -> Repor
     Report { problems, notes }
 }
 
+/// The YAML files of a folder, sorted.
+fn yaml_files(entries: std::fs::ReadDir) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A YAML file, or `None` with the problem recorded.
+fn read_yaml(file: &Path, problems: &mut Vec<ConfigError>) -> Option<Value> {
+    let doc = std::fs::read_to_string(file)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_yaml_ng::from_str(&t).map_err(|e| e.to_string()));
+    doc.map_err(|e| problems.push(ConfigError::new(file, "-", e)))
+        .ok()
+}
+
+/// The texts of a response's variations.
+fn texts_of(variations: &Value) -> Vec<String> {
+    variations
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("text").and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
+
 /// What the project's Rasa domain declares (`domain.yml`, or every file in `domain/`).
 #[derive(Debug, Default)]
 struct Domain {
@@ -116,35 +146,20 @@ struct Domain {
 fn read_domain(project: &Path, problems: &mut Vec<ConfigError>) -> Option<Domain> {
     let single = project.join("domain.yml");
     let dir = project.join("domain");
-    let (path, mut files) = if single.is_file() {
+    let (path, files) = if single.is_file() {
         (single.clone(), vec![single])
-    } else if dir.is_dir() {
-        let files = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
-            .collect();
-        (dir, files)
+    } else if let Ok(entries) = std::fs::read_dir(&dir) {
+        (dir, yaml_files(entries))
     } else {
         return None;
     };
-    files.sort();
     let mut domain = Domain {
         path,
         ..Domain::default()
     };
     for file in files {
-        let doc: Value = match std::fs::read_to_string(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_yaml_ng::from_str(&t).map_err(|e| e.to_string()))
-        {
-            Ok(doc) => doc,
-            Err(e) => {
-                problems.push(ConfigError::new(&file, "-", e));
-                continue;
-            }
+        let Some(doc) = read_yaml(&file, problems) else {
+            continue;
         };
         for intent in doc
             .get("intents")
@@ -180,12 +195,7 @@ fn read_domain(project: &Path, problems: &mut Vec<ConfigError>) -> Option<Domain
             .flatten()
         {
             let Some(name) = name.as_str() else { continue };
-            let texts = variations
-                .as_sequence()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.get("text").and_then(Value::as_str).map(str::to_owned))
-                .collect();
+            let texts = texts_of(variations);
             domain
                 .responses
                 .push((name.to_owned(), texts, file.clone()));
@@ -274,22 +284,10 @@ fn read_responses(
             return out;
         }
     };
-    let mut files: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
-        .collect();
-    files.sort();
+    let files = yaml_files(entries);
     for file in files {
-        let doc: Value = match std::fs::read_to_string(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_yaml_ng::from_str(&t).map_err(|e| e.to_string()))
-        {
-            Ok(doc) => doc,
-            Err(e) => {
-                problems.push(ConfigError::new(&file, "-", e));
-                continue;
-            }
+        let Some(doc) = read_yaml(&file, problems) else {
+            continue;
         };
         for key in doc.as_mapping().into_iter().flat_map(|m| m.keys()) {
             if !matches!(key.as_str(), Some("version" | "responses")) {
@@ -310,12 +308,7 @@ fn read_responses(
         };
         for (name, variations) in map {
             let Some(name) = name.as_str() else { continue };
-            let texts = variations
-                .as_sequence()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.get("text").and_then(Value::as_str).map(str::to_owned))
-                .collect::<Vec<_>>();
+            let texts = texts_of(variations);
             if texts.is_empty() {
                 problems.push(ConfigError::new(
                     &file,
@@ -424,12 +417,8 @@ fn check_skill(
 
 /// No change-memory field may be settable by the model.
 fn check_memory(path: &Path, problems: &mut Vec<ConfigError>) {
-    let doc: Value = match std::fs::read_to_string(path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_yaml_ng::from_str(&t).map_err(|e| e.to_string()))
-    {
-        Ok(doc) => doc,
-        Err(e) => return problems.push(ConfigError::new(path, "-", e)),
+    let Some(doc) = read_yaml(path, problems) else {
+        return;
     };
     let mut seen = BTreeSet::new();
     visit_fields(&doc, "", &mut |key, field| {

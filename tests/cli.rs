@@ -21,18 +21,10 @@ fn project_copy() -> tempfile::TempDir {
     dir
 }
 
+/// `actiongate check` on a project folder: success, and what it wrote to stderr.
 fn check(dir: &Path) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_actiongate"))
-        .args(["check", "--endpoints"])
-        .arg(dir.join("endpoints.yml"))
-        .arg("--project")
-        .arg(dir)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (ok, _, stderr) = check_out(dir);
+    (ok, stderr)
 }
 
 fn edit(dir: &Path, file: &str, from: &str, to: &str) {
@@ -242,6 +234,7 @@ fn assistant_copy(endpoints: &str) -> tempfile::TempDir {
     dir
 }
 
+/// `actiongate check`: success, stdout (the notes) and stderr (the problems).
 fn check_out(dir: &Path) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_actiongate"))
         .args(["check", "--endpoints"])

@@ -5,32 +5,10 @@
 mod common;
 
 use common::{
-    outcome_of, slot_in, spawn_app, spawn_app_with, Conversation, ConversationExt, TestApp,
-    STYLE_BOX_WHY,
+    asked, assert_outcome, outcome_of, slot_in, spawn_app, spawn_app_with, Conversation,
+    ConversationExt, TestApp, STYLE_BOX, STYLE_BOX_WHY,
 };
 use serde_json::{json, Value};
-
-const STYLE_BOX: &str = "WS-SUB-3304";
-
-/// A conversation of acct-7 that selected stop_renewal on the Style Box and was asked.
-async fn asked(app: &TestApp, sender: &str) -> Conversation {
-    let mut c = Conversation::new(sender, Some("acct-7"));
-    let body = c
-        .request_change(app, STYLE_BOX, "stop_renewal")
-        .await
-        .unwrap();
-    assert_eq!(
-        slot_in(&body, "change_tag"),
-        Some(json!("WS-SUB-3304 stop_renewal r4")),
-        "{body}"
-    );
-    c
-}
-
-fn assert_outcome(outcome: &Value, status: &str, reason: Option<&str>) {
-    assert_eq!(outcome["status"], status, "{outcome}");
-    assert_eq!(outcome["reason"], json!(reason), "{outcome}");
-}
 
 /// Nothing was sent: the record is where it was.
 async fn assert_untouched(app: &TestApp) {

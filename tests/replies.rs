@@ -8,37 +8,20 @@
 mod common;
 
 use common::faults::{Fault, FaultyService};
-use common::{outcome_of, spawn_app, spawn_app_with, Conversation, ConversationExt, TestApp};
+use common::{
+    asked, assert_outcome, assert_record, outcome_of, reword_question, spawn_app, spawn_app_with,
+    Conversation, ConversationExt, TestApp, STYLE_BOX,
+};
 use serde_json::{json, Value};
-
-const STYLE_BOX: &str = "WS-SUB-3304";
-
-async fn asked(app: &TestApp, sender: &str) -> Conversation {
-    let mut c = Conversation::new(sender, Some("acct-7"));
-    c.request_change(app, STYLE_BOX, "stop_renewal")
-        .await
-        .unwrap();
-    assert_eq!(c.slots["change_tag"], "WS-SUB-3304 stop_renewal r4");
-    c
-}
-
-fn assert_outcome(outcome: &Value, status: &str, reason: Option<&str>) {
-    assert_eq!(outcome["status"], status, "{outcome}");
-    assert_eq!(outcome["reason"], json!(reason), "{outcome}");
-}
 
 /// Nothing was sent: the record is where it was, still active.
 async fn assert_untouched(app: &TestApp) {
-    let record = app.record(STYLE_BOX).await;
-    assert_eq!(record["revision"], 4, "the service must not have changed");
-    assert_eq!(record["status"], "active");
+    assert_record(app, STYLE_BOX, 4, "active").await;
 }
 
 /// The change was made exactly once.
 async fn assert_changed_once(app: &TestApp) {
-    let record = app.record(STYLE_BOX).await;
-    assert_eq!(record["revision"], 5, "one change, once");
-    assert_eq!(record["status"], "ending");
+    assert_record(app, STYLE_BOX, 5, "ending").await;
 }
 
 /// The apply request, the domain carrying the project's responses (as Rasa 3.6 sends it).
@@ -142,17 +125,9 @@ async fn the_label_is_a_term() {
     let app = spawn_app().await;
     // The question did not read the label out.
     let mut c = asked(&app, "no-label").await;
-    let question = c
-        .events
-        .iter_mut()
-        .rev()
-        .find(|e| e["event"] == "bot")
-        .unwrap();
-    let text = question["text"]
-        .as_str()
-        .unwrap()
-        .replace("Stop renewal at the end of the current period", "a change");
-    question["text"] = json!(text);
+    reword_question(&mut c, |text| {
+        text.replace("Stop renewal at the end of the current period", "a change")
+    });
     assert_outcome(
         &c.say_yes_and_apply(&app).await,
         "blocked",
@@ -172,11 +147,7 @@ async fn the_label_is_a_term() {
         outcome["current"]["label"],
         "Cancel at once, keep paying until the period ends"
     );
-    let record = app.record(STYLE_BOX).await;
-    assert_eq!(
-        (record["revision"].clone(), record["status"].clone()),
-        (json!(5), json!("active"))
-    );
+    assert_record(&app, STYLE_BOX, 5, "active").await;
 }
 
 /// `BOX-7 stop_renewal r1` is not in a question about `GIFTBOX-7 stop_renewal r1`.
@@ -205,12 +176,7 @@ async fn a_tag_inside_a_longer_tag_was_not_asked() {
     let outcome = c.say_yes_and_apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("not_asked"));
     for id in ["BOX-7", "GIFTBOX-7"] {
-        let record = app.record(id).await;
-        assert_eq!(
-            (record["revision"].clone(), record["status"].clone()),
-            (json!(1), json!("active")),
-            "{id}"
-        );
+        assert_record(&app, id, 1, "active").await;
     }
 }
 
@@ -220,17 +186,12 @@ async fn the_question_must_be_the_confirmation_response_as_rasa_rendered_it() {
     // Reworded around the terms: every term is there, but the customer read something
     // else ("no refund" became a promise).
     let mut c = asked(&app, "reworded").await;
-    let question = c
-        .events
-        .iter_mut()
-        .rev()
-        .find(|e| e["event"] == "bot")
-        .unwrap();
-    let text = question["text"].as_str().unwrap().replace(
-        "Shall I make this change?",
-        "You will get a full refund. Shall I make this change?",
-    );
-    question["text"] = json!(text);
+    reword_question(&mut c, |text| {
+        text.replace(
+            "Shall I make this change?",
+            "You will get a full refund. Shall I make this change?",
+        )
+    });
     c.user("yes", "affirm", &[]);
     let (status, body) = app.webhook(&with_responses(&c)).await;
     assert_eq!(status, 200, "{body}");
@@ -239,14 +200,7 @@ async fn the_question_must_be_the_confirmation_response_as_rasa_rendered_it() {
     // `consent.question: terms` relaxes it, for assistants that rephrase.
     let relaxed = spawn_app_with(&["--consent-question", "terms"], |_| {}).await;
     let mut c = asked(&relaxed, "rephrased").await;
-    let question = c
-        .events
-        .iter_mut()
-        .rev()
-        .find(|e| e["event"] == "bot")
-        .unwrap();
-    let text = format!("In other words: {}", question["text"].as_str().unwrap());
-    question["text"] = json!(text);
+    reword_question(&mut c, |text| format!("In other words: {}", text));
     c.user("yes", "affirm", &[]);
     let (_, body) = relaxed.webhook(&with_responses(&c)).await;
     assert_outcome(&outcome_of(&body), "applied", None);
@@ -261,17 +215,9 @@ async fn the_question_must_be_the_confirmation_response_as_rasa_rendered_it() {
     // held: the reworded question then passes (what `actiongate check` warns about).
     let bare = spawn_app().await;
     let mut c = asked(&bare, "no-template").await;
-    let question = c
-        .events
-        .iter_mut()
-        .rev()
-        .find(|e| e["event"] == "bot")
-        .unwrap();
-    let text = format!(
-        "{} You will get a full refund.",
-        question["text"].as_str().unwrap()
-    );
-    question["text"] = json!(text);
+    reword_question(&mut c, |text| {
+        format!("{} You will get a full refund.", text)
+    });
     c.user("yes", "affirm", &[]);
     let mut body = c.request("apply_subscription_change");
     body["domain"]["responses"] = json!({});
@@ -321,14 +267,7 @@ async fn apply_takes_part_in_the_domain_digest_exchange() {
     c.request_change(&app, "WS-SUB-3310", "switch_to_monthly")
         .await
         .unwrap();
-    let question = c
-        .events
-        .iter_mut()
-        .rev()
-        .find(|e| e["event"] == "bot")
-        .unwrap();
-    let text = format!("{} Free of charge!", question["text"].as_str().unwrap());
-    question["text"] = json!(text);
+    reword_question(&mut c, |text| format!("{} Free of charge!", text));
     c.user("yes", "affirm", &[]);
     let mut body = c.request("apply_subscription_change");
     body.as_object_mut().unwrap().remove("domain");
@@ -466,11 +405,7 @@ async fn no_command_is_sent_while_another_for_the_subscription_is_unresolved() {
     assert_outcome(&outcome, "pending_verification", Some("outcome_unknown"));
     assert_eq!(outcome["effects"], 0);
     assert_eq!(faulty.commands_forwarded(), 1, "nothing else was sent");
-    let record = base.record(STYLE_BOX).await;
-    assert_eq!(
-        (record["revision"].clone(), record["status"].clone()),
-        (json!(5), json!("active"))
-    );
+    assert_record(&base, STYLE_BOX, 5, "active").await;
     // Resolved (check_subscription_change asks the service about the first key): then
     // the subscription takes commands again, and the same "yes" goes through once.
     let (_, body) = first.run(&app, "check_subscription_change").await.unwrap();
@@ -481,11 +416,7 @@ async fn no_command_is_sent_while_another_for_the_subscription_is_unresolved() {
         .await;
     assert_outcome(&outcome_of(&body), "applied", None);
     assert_eq!(faulty.commands_forwarded(), 2);
-    let record = base.record(STYLE_BOX).await;
-    assert_eq!(
-        (record["revision"].clone(), record["status"].clone()),
-        (json!(6), json!("ending"))
-    );
+    assert_record(&base, STYLE_BOX, 6, "ending").await;
 }
 
 #[tokio::test]

@@ -168,6 +168,50 @@ impl TestApp {
     }
 }
 
+pub const STYLE_BOX: &str = "WS-SUB-3304";
+
+/// A conversation of acct-7 that selected stop_renewal on the Style Box (r4) and was asked.
+pub async fn asked(app: &TestApp, sender: &str) -> Conversation {
+    let mut c = Conversation::new(sender, Some("acct-7"));
+    let body = c
+        .request_change(app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
+    assert_eq!(
+        slot_in(&body, "change_tag"),
+        Some(json!("WS-SUB-3304 stop_renewal r4")),
+        "{body}"
+    );
+    c
+}
+
+pub fn assert_outcome(outcome: &Value, status: &str, reason: Option<&str>) {
+    assert_eq!(outcome["status"], status, "{outcome}");
+    assert_eq!(outcome["reason"], json!(reason), "{outcome}");
+}
+
+/// The record's revision and status at the service are these.
+pub async fn assert_record(app: &TestApp, id: &str, revision: i64, status: &str) {
+    let record = app.record(id).await;
+    assert_eq!(
+        (record["revision"].as_i64(), record["status"].as_str()),
+        (Some(revision), Some(status)),
+        "{id} at the service"
+    );
+}
+
+/// Rewrites the text of the latest bot message (the question, after `asked`).
+pub fn reword_question(c: &mut Conversation, reword: impl FnOnce(&str) -> String) {
+    let question = c
+        .events
+        .iter_mut()
+        .rev()
+        .find(|e| e["event"] == "bot")
+        .expect("a question was asked");
+    let text = reword(question["text"].as_str().unwrap_or_default());
+    question["text"] = json!(text);
+}
+
 pub const STYLE_BOX_WHY: &str =
     "The October Style Box was charged early, on 2026-09-30, while this chat was open.";
 
