@@ -82,6 +82,9 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
     // The reply so far, the yes and no heard for it, and whether its signals still come.
     let mut reply: Option<(Reply, bool, bool)> = None;
     let mut listening = false;
+    // A no-payload (a `/deny` button) after the question, before the reply, when payloads
+    // are not replies.
+    let mut denied = false;
     for (position, event) in session.iter().enumerate() {
         let kind = event.kind();
         let tool = kind == EventKind::Other && event.name() == "tool_executed";
@@ -119,16 +122,20 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                     || said.starts_with("EXTERNAL: ")
                     || external(json.get("metadata"))
                     || external(json.get("parse_data").and_then(|p| p.get("metadata")));
-                let replies =
-                    !by_rasa && (!said.starts_with('/') || signals.confirm_slot.is_some());
+                let payload = !by_rasa && said.starts_with('/');
+                let replies = !by_rasa && (!payload || signals.confirm_slot.is_some());
+                let intent = json
+                    .get("parse_data")
+                    .and_then(|p| p.get("intent"))
+                    .and_then(|i| i.get("name"))
+                    .and_then(Value::as_str);
+                let denies = intent.is_some_and(|i| signals.deny_intents.iter().any(|d| d == i));
+                if conversation.question.is_some() && reply.is_none() && payload && !replies {
+                    denied |= denies;
+                }
                 if conversation.question.is_some() && reply.is_none() && replies {
-                    let intent = json
-                        .get("parse_data")
-                        .and_then(|p| p.get("intent"))
-                        .and_then(|i| i.get("name"))
-                        .and_then(Value::as_str);
                     let yes = intent.is_some_and(|i| signals.affirm_intents.iter().any(|a| a == i));
-                    let no = intent.is_some_and(|i| signals.deny_intents.iter().any(|d| d == i));
+                    let no = denies || denied;
                     reply = Some((
                         Reply {
                             text: said.to_owned(),
@@ -156,6 +163,7 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                     });
                     reply = None;
                     listening = false;
+                    denied = false;
                 }
             }
             EventKind::Action => {

@@ -321,6 +321,9 @@ pub fn read(
     // earliest reply candidate after the question found so far.
     let mut said = Said::default();
     let mut candidate: Option<(Reply, Said)> = None;
+    // A `/deny`-style payload (a button) between the question and the reply, when payloads
+    // are not replies: the customer said no, so the reply can't be a yes.
+    let mut denied_by_payload = false;
     let mut select_found = false;
     // The latest setter of each change-memory field, and the slot events not yet assigned
     // to the action (or user message) they follow.
@@ -342,14 +345,22 @@ pub fn read(
                 let text = user.text.unwrap_or_default();
                 let external = user.metadata.is_some_and(|m| m.external)
                     || user.parse_data.as_ref().is_some_and(|p| p.external);
-                let replies = match classify(&text, external) {
+                let kind = classify(&text, external);
+                let replies = match kind {
                     UserMessage::Customer => true,
                     UserMessage::Payload => signals.confirm_slot.is_some(),
                     UserMessage::NotTheCustomer => false,
                 };
                 let mut heard = std::mem::take(&mut said);
+                let intent = user.parse_data.and_then(|p| p.intent);
+                if !replies && matches!(kind, UserMessage::Payload) {
+                    denied_by_payload |= intent
+                        .as_deref()
+                        .is_some_and(|i| signals.deny_intents.iter().any(|d| d == i));
+                }
                 if replies {
-                    let intent = user.parse_data.and_then(|p| p.intent);
+                    // Payloads seen so far came after this (earlier) message.
+                    denied_by_payload = false;
                     if let Some(intent) = intent.as_deref() {
                         heard.record(if signals.affirm_intents.iter().any(|i| i == intent) {
                             Some(true)
@@ -378,7 +389,8 @@ pub fn read(
                         timestamp: event.timestamp(),
                         position,
                     });
-                    conversation.reply = candidate.take().map(|(mut reply, said)| {
+                    conversation.reply = candidate.take().map(|(mut reply, mut said)| {
+                        said.no |= denied_by_payload;
                         reply.meaning = match (said.yes, said.no) {
                             (_, true) => Meaning::No,
                             (true, false) => Meaning::Yes,
@@ -459,12 +471,13 @@ fn assign(
 }
 
 /// The values the named slots had when the event at `position` was sent: each one's latest
-/// `slot` event before it. A slot that no event before it sets is missing from the map.
+/// `slot` event before it. A slot that no event before it sets is missing from the map;
+/// the flag says whether a `reset_slots` came before it (then it had its initial value).
 pub fn slots_before(
     events: &[&RawEvent<'_>],
     position: usize,
     names: &[&str],
-) -> Result<HashMap<String, Value>, MalformedEvent> {
+) -> Result<(HashMap<String, Value>, bool), MalformedEvent> {
     let mut found: HashMap<String, Value> = HashMap::new();
     for (at, event) in events[..position.min(events.len())]
         .iter()
@@ -473,6 +486,9 @@ pub fn slots_before(
     {
         if found.len() == names.len() {
             break;
+        }
+        if event.name() == "reset_slots" {
+            return Ok((found, true));
         }
         if event.kind() != EventKind::Slot {
             continue;
@@ -483,7 +499,7 @@ pub fn slots_before(
             found.insert(name.into_owned(), slot.value.unwrap_or(Value::Null));
         }
     }
-    Ok(found)
+    Ok((found, false))
 }
 
 /// Whether a `slot` event for `name` comes after `position`.
@@ -500,31 +516,32 @@ pub fn set_after(
     Ok(false)
 }
 
-/// Whether a `slot` event for `name` comes after the first customer message among
-/// `events` (CONTRACT.md section 2: only the session's start may write the identity).
-/// Only slot events whose raw text names the slot are parsed.
-pub fn slot_set_after_customer_spoke(
-    events: &[&RawEvent<'_>],
+/// Whether a `slot` event for `name` was written anywhere but in a session's start: after
+/// `session_started` and before the `action_listen` that ends it (CONTRACT.md section 2:
+/// only the value the session's start wrote counts). `events` are the tracker's events
+/// since the latest restart, so a value written in an earlier session and carried over
+/// into this one is caught too. Before the first visible `session_started` (Rasa trimmed
+/// the front) nothing is a session's start, so any such event there counts as a rewrite.
+/// Only slot events whose raw text may name the slot (it does, or has an escape) are parsed.
+pub fn written_outside_a_session_start<'e, 'a: 'e>(
+    events: impl IntoIterator<Item = &'e RawEvent<'a>>,
     name: &str,
 ) -> Result<bool, MalformedEvent> {
-    let mut spoke = false;
-    for (at, event) in events.iter().enumerate() {
+    let mut starting = false;
+    for (at, event) in events.into_iter().enumerate() {
         match event.kind() {
-            EventKind::User if !spoke => {
-                let user = lite(at, event)?;
-                let external = user.metadata.is_some_and(|m| m.external)
-                    || user.parse_data.as_ref().is_some_and(|p| p.external);
-                spoke = matches!(
-                    classify(&user.text.unwrap_or_default(), external),
-                    UserMessage::Customer
-                );
+            EventKind::SessionStarted => starting = true,
+            EventKind::User => starting = false,
+            EventKind::Action if starting => {
+                starting = lite(at, event)?.name.as_deref() != Some("action_listen");
             }
-            EventKind::Slot
-                if spoke
-                    && event.raw().get().contains(name)
-                    && lite(at, event)?.name.as_deref() == Some(name) =>
-            {
-                return Ok(true);
+            EventKind::Slot if !starting => {
+                let raw = event.raw().get();
+                if (raw.contains(name) || raw.contains('\\'))
+                    && lite(at, event)?.name.as_deref() == Some(name)
+                {
+                    return Ok(true);
+                }
             }
             _ => {}
         }

@@ -68,8 +68,18 @@ pub fn check(project: &Path, confirm_response: &str, signals: &Signals) -> Repor
         )),
         Some((_, texts, file)) => {
             for text in texts {
+                // Rendered as Rasa renders it, each placeholder standing for itself: a term
+                // that is escaped (`{{change_tag}}`) or garbled is not read out.
+                let stand_ins: std::collections::HashMap<String, serde_json::Value> =
+                    crate::consent::question::placeholders(text)
+                        .into_iter()
+                        .map(|name| (name.to_owned(), format!("\u{1}{name}\u{1}").into()))
+                        .collect();
+                let rendered =
+                    crate::consent::question::render(text, &stand_ins).unwrap_or_default();
                 for term in CONFIRMATION_TERMS {
-                    if !text.contains(term) {
+                    let name = term.trim_matches(|c| c == '{' || c == '}');
+                    if !rendered.contains(&format!("\u{1}{name}\u{1}")) {
                         problems.push(ConfigError::new(
                             file,
                             format!("responses.{confirm_response}"),

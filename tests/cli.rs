@@ -313,3 +313,18 @@ fn an_affirm_intent_that_is_also_a_deny_intent_fails() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_escaped_placeholder_is_not_a_term_read_out() {
+    // `{{change_tag}}` is printed literally by Rasa: the tag is not in the question.
+    let dir = project_copy();
+    edit(
+        dir.path(),
+        "responses/subscription_change.yml",
+        "{change_tag}",
+        "{{change_tag}}",
+    );
+    let (ok, stderr) = check(dir.path());
+    assert!(!ok);
+    assert!(stderr.contains("lacks {change_tag}"), "{stderr}");
+}

@@ -477,3 +477,84 @@ fn the_customers_messages_are_their_words_not_commands() {
         ["stop my box", "yes"]
     );
 }
+
+#[test]
+fn a_no_button_before_the_reply_makes_the_reply_a_no() {
+    // Without a confirm slot, payloads are not replies; but a `/deny` pressed between the
+    // question and the reply is the customer saying no.
+    let deny = json!({"event": "user", "text": "/deny", "timestamp": 11.0,
+                      "parse_data": {"intent": {"name": "deny"}}});
+    let c = read_default(&asked_then(&[
+        deny.clone(),
+        bot("Anything else?", "utter_anything_else", 12.0),
+        said("yes", "affirm", 13.0),
+    ]));
+    assert_eq!(reply_of(&c), Some(("yes".into(), Meaning::No)));
+    // After the reply, a payload no longer answers the question.
+    let c = read_default(&asked_then(&[said("yes", "affirm", 11.0), deny]));
+    assert_eq!(reply_of(&c), Some(("yes".into(), Meaning::Yes)));
+    // An `/affirm` payload says nothing: the reply still decides.
+    let affirm = json!({"event": "user", "text": "/affirm", "timestamp": 11.0,
+                        "parse_data": {"intent": {"name": "affirm"}}});
+    let c = read_default(&asked_then(&[affirm, said("hmm", "inform", 12.0)]));
+    assert_eq!(reply_of(&c), Some(("hmm".into(), Meaning::Unclear)));
+}
+
+#[test]
+fn slots_before_the_question_stop_at_a_reset() {
+    use actiongate::conversation::slots_before;
+    let events = [
+        set("change_tag", json!("old")),
+        json!({"event": "reset_slots", "timestamp": 2.0}),
+        set("change_label", json!("L")),
+        bot("q", Q, 10.0),
+        set("change_tag", json!("after")),
+    ];
+    let t = tracker(&events);
+    let session = t.session_events();
+    let (values, reset) = slots_before(&session, 3, &["change_tag", "change_label"]).unwrap();
+    assert!(reset, "a reset came before: the tag had its initial value");
+    assert_eq!(values.get("change_label"), Some(&json!("L")));
+    assert_eq!(values.get("change_tag"), None);
+}
+
+#[test]
+fn an_identity_written_outside_a_sessions_start_is_seen_however_it_is_spelled() {
+    use actiongate::conversation::written_outside_a_session_start;
+    let start = [
+        action("action_session_start"),
+        json!({"event": "session_started", "timestamp": 1.0}),
+        set("session_started_metadata", json!({"account_id": "a"})),
+        action("action_listen"),
+    ];
+    let t = tracker(&start);
+    assert!(!written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
+    for rewrite in [
+        r#"{"event": "slot", "timestamp": 3.0, "name": "session_started_metadata", "value": {"account_id": "b"}}"#,
+        r#"{"event": "slot", "timestamp": 3.0, "name": "session_started_metadat\u0061", "value": {"account_id": "b"}}"#,
+    ] {
+        // Written as raw JSON so the escape survives.
+        let raw = format!(
+            r#"{{"sender_id": "t", "events": [{}, {}, {}]}}"#,
+            serde_json::to_string(&start[..])
+                .unwrap()
+                .trim_matches(|c| c == '[' || c == ']'),
+            r#"{"event": "user", "text": "hi", "timestamp": 2.0}"#,
+            rewrite
+        );
+        let t: Tracker = serde_json::from_str(Box::leak(raw.into_boxed_str())).unwrap();
+        assert!(
+            written_outside_a_session_start(&t.events, "session_started_metadata").unwrap(),
+            "{rewrite}"
+        );
+    }
+    // Trimmed: the session's start is gone, and a metadata event is there: not trusted.
+    let t = tracker(&[
+        set("session_started_metadata", json!({"account_id": "a"})),
+        user("hi"),
+    ]);
+    assert!(written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
+    // Trimmed with no metadata event in view: the value stands.
+    let t = tracker(&[user("hi"), action("action_listen")]);
+    assert!(!written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
+}

@@ -108,7 +108,31 @@ async fn concurrent_claims_have_one_winner(backend: Backend) {
         .filter(|r| *r.as_ref().unwrap() == actiongate::store::Claim::Claimed)
         .count();
     assert_eq!(won, 1);
-    store.set_state("k1", OpState::Sent, None).await.unwrap();
+    // A claim the reconciler takes back (left behind, as it thinks) is never sent after.
+    let claimed = store.operation("k1").await.unwrap().unwrap();
+    assert!(store
+        .release_stale_claim("k1", claimed.updated_at)
+        .await
+        .unwrap());
+    assert!(
+        !store.mark_sent("k1").await.unwrap(),
+        "taken back: not sent"
+    );
+    // A claim that moved on to sent is not taken back.
+    assert_eq!(
+        store.claim(&op("k1")).await.unwrap(),
+        actiongate::store::Claim::Claimed
+    );
+    let claimed = store.operation("k1").await.unwrap().unwrap();
+    assert!(store.mark_sent("k1").await.unwrap());
+    assert!(!store
+        .release_stale_claim("k1", claimed.updated_at)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.operation("k1").await.unwrap().unwrap().state,
+        OpState::Sent
+    );
     store.release("k1").await.unwrap();
     assert!(
         store.operation("k1").await.unwrap().is_none(),

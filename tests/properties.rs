@@ -306,6 +306,8 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
     let mut question: Option<(String, usize)> = None;
     let mut reply: Option<(String, bool, bool)> = None;
     let mut listening = false;
+    // A `/deny` payload after the question and before the reply (payloads not replies).
+    let mut denied = false;
     let mut current: Option<String> = None;
     let mut runs = 0;
     let mut setters: std::collections::HashMap<String, (Value, Option<usize>)> = Default::default();
@@ -318,12 +320,15 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
                 let counts = !text.is_empty()
                     && !text.starts_with("EXTERNAL: ")
                     && (calm || !text.starts_with('/'));
+                let intent = e["parse_data"]["intent"]["name"].as_str();
+                if !calm && text.starts_with('/') && question.is_some() && reply.is_none() {
+                    denied |= intent == Some("deny");
+                }
                 if counts && question.is_some() && reply.is_none() {
-                    let intent = e["parse_data"]["intent"]["name"].as_str();
                     reply = Some((
                         text.to_owned(),
                         intent == Some("affirm"),
-                        intent == Some("deny"),
+                        intent == Some("deny") || denied,
                     ));
                     listening = true;
                 }
@@ -332,6 +337,7 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
                 question = Some((e["text"].as_str().unwrap().to_owned(), i));
                 reply = None;
                 listening = false;
+                denied = false;
             }
             "action" => {
                 let name = e["name"].as_str().unwrap().to_owned();
@@ -393,6 +399,7 @@ fn event_strategy() -> impl Strategy<Value = Value> {
         prop_oneof![
             Just(("yes", "affirm")),
             Just(("/affirm", "affirm")),
+            Just(("/deny", "deny")),
             Just(("/SetSlots(confirm_change=true)", "")),
             Just(("no", "deny")),
             Just(("ok thanks", "affirm")),

@@ -279,7 +279,7 @@ async fn apply_takes_part_in_the_domain_digest_exchange() {
 }
 
 #[tokio::test]
-async fn an_identity_set_again_after_the_customer_spoke_is_denied_everywhere() {
+async fn an_identity_written_outside_a_sessions_start_is_denied_everywhere() {
     let app = spawn_app().await;
     let mut c = asked(&app, "switched").await;
     // Something writes the session's metadata again mid-conversation.
@@ -296,10 +296,24 @@ async fn an_identity_set_again_after_the_customer_spoke_is_denied_everywhere() {
         assert_eq!(outcome_of(&body)["status"], "denied", "{action}: {body}");
     }
     assert_untouched(&app).await;
-    // Written again before the customer's first message, as the session's start does:
-    // trusted.
+    // Written outside a session's start, even before the customer's first words (after a
+    // button's payload): not the session's start, not trusted.
     let mut c = Conversation::new("restated", Some("acct-7"));
+    c.user("/greet", "greet", &[]);
     c.slot("session_started_metadata", json!({"account_id": "acct-7"}));
+    let (_, body) = app.webhook(&c.request("list_subscriptions")).await;
+    assert_eq!(outcome_of(&body)["status"], "denied", "{body}");
+    // Rasa carries the slots over into the next session (slot events in its start): the
+    // rewritten value comes back as if the session's start had written it. Still not
+    // trusted.
+    c.session_start(json!({"account_id": "acct-7"}));
+    let (_, body) = app.webhook(&c.request("list_subscriptions")).await;
+    assert_eq!(outcome_of(&body)["status"], "denied", "{body}");
+    assert_untouched(&app).await;
+    // A new session's start writing the metadata: trusted.
+    let mut c = Conversation::new("new-session", Some("acct-9"));
+    c.user("hello", "greet", &[]);
+    c.session_start(json!({"account_id": "acct-7"}));
     c.request_change(&app, STYLE_BOX, "stop_renewal")
         .await
         .unwrap();
@@ -455,4 +469,79 @@ async fn mantles_record_of_the_held_call_is_read() {
     c.events.push(resolved(true));
     assert_outcome(&c.apply(&app).await, "applied", None);
     assert_changed_once(&app).await;
+}
+
+/// Ids may hold spaces, so `BOX 7 stop_renewal r1` stands as a whole inside a question
+/// about `GIFT BOX 7 stop_renewal r1`. When the question was rendered from the slots, what
+/// it was rendered from decides: a question about another tag was not this one's.
+#[test]
+fn a_question_rendered_from_another_tag_was_not_asked() {
+    use actiongate::consent::{check_conversation, ApplyInputs, ConsentConfig, Memory, Template};
+    use actiongate::conversation::{Conversation as Read, Meaning, Question, Reply};
+    let terms = ("Stop renewal", "2027-03-01 00:00 UTC", "February box ships");
+    let question = |tag: &str| format!("{}, {}: {}. (Change {tag}.)", terms.0, terms.1, terms.2);
+    let inputs = |asked_tag: &str, template: bool| {
+        let memory: Vec<(&str, &str)> = vec![
+            ("change_subscription", "BOX 7"),
+            ("change_label", terms.0),
+            ("change_effective", terms.1),
+            ("change_entitlements", terms.2),
+            ("change_tag", "BOX 7 stop_renewal r1"),
+        ];
+        ApplyInputs {
+            sender_id: "s".into(),
+            account: Some("acct-7".into()),
+            requested_subscription: Some("BOX 7".into()),
+            requested_change_type: Some("stop_renewal".into()),
+            memory: Memory {
+                subscription: Some("BOX 7".into()),
+                label: Some(terms.0.into()),
+                effective: Some(terms.1.into()),
+                entitlements: Some(terms.2.into()),
+                tag: Some("BOX 7 stop_renewal r1".into()),
+            },
+            conversation: Read {
+                question: Some(Question {
+                    text: question(asked_tag),
+                    timestamp: Some(10.0),
+                    position: 0,
+                }),
+                reply: Some(Reply {
+                    text: "yes".into(),
+                    timestamp: Some(11.0),
+                    message_id: Some("m".into()),
+                    meaning: Meaning::Yes,
+                }),
+                selected_memory: Some(
+                    memory
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                        .collect(),
+                ),
+            },
+            template: template.then(|| Template {
+                variations: vec![
+                    "{change_label}, {change_effective}: {change_entitlements}. (Change {change_tag}.)"
+                        .into(),
+                ],
+                values: [
+                    ("change_label", terms.0),
+                    ("change_effective", terms.1),
+                    ("change_entitlements", terms.2),
+                    ("change_tag", asked_tag),
+                ]
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                .collect(),
+            }),
+        }
+    };
+    let config = ConsentConfig::default();
+    let outcome = check_conversation(&inputs("GIFT BOX 7 stop_renewal r1", true), &config)
+        .expect_err("another tag was asked");
+    assert_eq!(outcome.reason.map(|r| r.as_str()), Some("not_asked"));
+    assert!(check_conversation(&inputs("BOX 7 stop_renewal r1", true), &config).is_ok());
+    // Held to the terms alone, the longer id can't be told apart (README: prefer ids
+    // without spaces, or the template check).
+    assert!(check_conversation(&inputs("GIFT BOX 7 stop_renewal r1", false), &config).is_ok());
 }

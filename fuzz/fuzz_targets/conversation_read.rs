@@ -50,6 +50,7 @@ const TEXTS: &[&str] = &[
     "ok thanks",
     "EXTERNAL: affirm",
     "/SetSlots(confirm_change=true)",
+    "/deny",
 ];
 const INTENTS: &[&str] = &["affirm", "deny", "affirm", "inform", ""];
 const NAMES: &[&str] = &[

@@ -100,7 +100,7 @@ impl ApplyInputs {
         let text = |name: &str| tracker.slots.get_str(name).map(str::to_owned);
         Ok(Self {
             sender_id: tracker.sender_id.clone(),
-            account: super::identity::account_in(tracker, &events, &config.identity)?,
+            account: super::identity::account(tracker, &config.identity)?,
             requested_subscription: text("subscription"),
             requested_change_type: text("change_type"),
             memory: Memory {
@@ -134,17 +134,18 @@ fn values_when_asked(
         .collect();
     names.sort_unstable();
     names.dedup();
-    let mut values = conversation::slots_before(events, asked.position, &names)?;
-    let trimmed = events
-        .first()
-        .is_none_or(|e| e.kind() != EventKind::SessionStarted);
+    let (mut values, reset) = conversation::slots_before(events, asked.position, &names)?;
+    let trimmed = !reset
+        && events
+            .first()
+            .is_none_or(|e| e.kind() != EventKind::SessionStarted);
     for name in names {
         if values.contains_key(name) {
             continue;
         }
         let declared = domain.get("slots").and_then(|s| s.get(name));
         if trimmed && !conversation::set_after(events, asked.position, name)? {
-            if let Some(now) = tracker.slots.get(name) {
+            if let Some(now) = tracker.slots.get_raw(name) {
                 values.insert(name.to_owned(), now.clone());
                 continue;
             }
@@ -210,12 +211,20 @@ pub fn check_conversation(
     {
         return Err(Outcome::blocked(Reason::TargetMismatch));
     }
-    // 5. The latest confirmation question carries this tag, as a whole.
+    // 5. The latest confirmation question carries this tag, as a whole; and when it was
+    // rendered from the slots, from this tag (not a longer id that ends like it).
+    let asked_with = |slot: &str, term: &str| {
+        inputs.template.as_ref().is_none_or(|t| {
+            t.values
+                .get(slot)
+                .is_none_or(|then| then.as_str() == Some(term))
+        })
+    };
     let question = inputs
         .conversation
         .question
         .clone()
-        .filter(|q| contains_whole(&q.text, &terms.tag))
+        .filter(|q| contains_whole(&q.text, &terms.tag) && asked_with("change_tag", &terms.tag))
         .ok_or(Outcome::blocked(Reason::NotAsked))?;
     // 6. The customer replied to it.
     let reply = inputs
@@ -240,7 +249,10 @@ pub fn check_conversation(
                 .is_some_and(|text| text.trim_end() == question.text.trim_end())
         })
     });
-    if !(read_out && rendered) {
+    let same_terms = asked_with("change_label", &terms.label)
+        && asked_with("change_effective", &terms.effective)
+        && asked_with("change_entitlements", &terms.entitlements);
+    if !(read_out && rendered && same_terms) {
         return Err(Outcome::blocked(Reason::QuestionIncomplete));
     }
     // 10. The reply came within the window after the question; a little before it is
@@ -358,7 +370,11 @@ impl ConfirmedChange {
     async fn send(self, client: &ServiceClient, store: &Store) -> Result<Outcome, StoreError> {
         let c = &self.confirmation;
         let key = &c.request_key;
-        store.set_state(key, OpState::Sent, None).await?;
+        if !store.mark_sent(key).await? {
+            // The claim was taken back meanwhile: nothing may be sent under it.
+            tracing::warn!(request_key = %key, "the claim was taken back before sending; nothing sent");
+            return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+        }
         let result = client.send_change(&self).await;
         let (state, outcome) = match result {
             CommandOutcome::Applied { .. } => (OpState::Applied, applied(&self.current)),
@@ -578,9 +594,23 @@ impl Guard {
             return Ok(recorded(op));
         }
         if op.state == OpState::Claimed {
-            // Claimed and left (the process stopped before sending): nothing was sent.
-            self.store.release(&op.request_key).await?;
-            return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+            // A fresh claim is another call's, about to send: leave it be.
+            if now_ms() - op.updated_at < self.config.in_flight_wait.as_millis() as i64 {
+                return Ok(pending());
+            }
+            // Claimed and left (the process stopped before sending): nothing was sent. Only
+            // if it is still exactly as seen: a claim that moved on to sent is not touched.
+            if self
+                .store
+                .release_stale_claim(&op.request_key, op.updated_at)
+                .await?
+            {
+                return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+            }
+            return match self.store.operation(&op.request_key).await? {
+                Some(now) if now.state != OpState::Claimed => Box::pin(self.reconcile(&now)).await,
+                _ => Ok(pending()),
+            };
         }
         match self.client.get_change(&op.request_key).await {
             Ok(Some(_change)) => {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use crate::conversation::{self, MalformedEvent};
-use crate::protocol::{RawEvent, Tracker};
+use crate::protocol::Tracker;
 
 /// How the account is read.
 #[derive(Debug, Clone)]
@@ -35,20 +35,11 @@ impl Default for IdentityConfig {
 /// The slot Rasa fills with the metadata of the session's start.
 pub const SESSION_METADATA_SLOT: &str = "session_started_metadata";
 
-/// The authenticated account of this conversation, if any (CONTRACT.md section 2).
+/// The authenticated account of this conversation, if any (CONTRACT.md section 2). Only
+/// the value a session's start wrote counts: a `slot` event for the metadata anywhere else
+/// (since the latest restart) makes the identity untrusted (`None`), whatever it says.
 pub fn account(
     tracker: &Tracker<'_>,
-    config: &IdentityConfig,
-) -> Result<Option<String>, MalformedEvent> {
-    account_in(tracker, &tracker.session_events(), config)
-}
-
-/// [`account`], given the session's applied events. Only the value the session's start
-/// wrote counts: a `slot` event for the metadata after a customer message of this session
-/// makes the identity untrusted (`None`), whatever it says.
-pub fn account_in(
-    tracker: &Tracker<'_>,
-    session: &[&RawEvent<'_>],
     config: &IdentityConfig,
 ) -> Result<Option<String>, MalformedEvent> {
     let Some(value) = tracker
@@ -60,10 +51,11 @@ pub fn account_in(
     else {
         return Ok(None);
     };
-    if conversation::slot_set_after_customer_spoke(session, SESSION_METADATA_SLOT)? {
+    let events = tracker.events_after_latest_restart();
+    if conversation::written_outside_a_session_start(events, SESSION_METADATA_SLOT)? {
         tracing::warn!(
             sender = %tracker.sender_id,
-            "the session's identity was set again after the customer spoke; it is not trusted"
+            "the session's identity was written outside a session's start; it is not trusted"
         );
         return Ok(None);
     }

@@ -24,6 +24,11 @@ impl Slots {
         self.0.get(name).filter(|v| !v.is_null())
     }
 
+    /// The slot's value as sent, null included (`None` only when the slot is absent).
+    pub fn get_raw(&self, name: &str) -> Option<&Value> {
+        self.0.get(name)
+    }
+
     /// The slot as a string, if it is one.
     pub fn get_str(&self, name: &str) -> Option<&str> {
         self.get(name)?.as_str()

@@ -271,6 +271,38 @@ impl Store {
         Ok(())
     }
 
+    /// Moves a claimed operation to sent, the moment before its command goes out. `false`
+    /// when it is no longer claimed (the reconciler took back a claim it thought left
+    /// behind): then the command must not be sent.
+    pub async fn mark_sent(&self, key: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE operations SET state = 'sent', updated_at = $1 WHERE request_key = $2 AND state = 'claimed'",
+        )
+        .bind(now_ms())
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Takes back a claim left behind (claimed and untouched since `updated_at`): the
+    /// process that made it stopped before sending. An operation that moved on meanwhile is
+    /// left alone. `true` when it was taken back.
+    pub async fn release_stale_claim(
+        &self,
+        key: &str,
+        updated_at: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM operations WHERE request_key = $1 AND state = 'claimed' AND updated_at = $2",
+        )
+        .bind(key)
+        .bind(updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Gives a claim back when nothing was sent, so the same confirmation can be tried
     /// again (rate limited, or the service unreachable before the command left).
     pub async fn release(&self, key: &str) -> Result<(), StoreError> {
