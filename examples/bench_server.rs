@@ -101,7 +101,9 @@ async fn main() -> std::io::Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", port))?;
     println!("listening on {}", listener.local_addr()?);
     let mut registry = Registry::default();
-    registry.register(CountEvents);
+    registry
+        .register(CountEvents)
+        .expect("one action, one name");
     let settings = ServerSettings {
         workers,
         shutdown_timeout: 1,

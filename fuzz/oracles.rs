@@ -299,8 +299,22 @@ pub fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
     {
         return false;
     }
-    // The question as Rasa rendered the confirmation response, when its text is known.
+    // The question as Rasa rendered the confirmation response, when its text is known:
+    // rendered from these very terms, and to this text.
     if let Some(template) = &inputs.template {
+        let then = |slot: &str, now: &str| {
+            template
+                .values
+                .get(slot)
+                .is_none_or(|v| v.as_str() == Some(now))
+        };
+        if !(then("change_tag", tag_text)
+            && then("change_label", label)
+            && then("change_effective", effective)
+            && then("change_entitlements", entitlements))
+        {
+            return false;
+        }
         let rendered = template.variations.iter().any(|v| {
             question::render(v, &template.values).map(|t| t.trim_end().to_owned())
                 == Some(question.text.trim_end().to_owned())

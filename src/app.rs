@@ -3,7 +3,6 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::actions::{subscription_actions, Subscriptions};
@@ -357,11 +356,7 @@ pub async fn start_with(
         settings.subscriptions_token.clone(),
         settings.subscriptions_max_in_flight,
     )?;
-    let guard = Guard {
-        config: Arc::new(settings.consent.clone()),
-        client,
-        store: store.clone(),
-    };
+    let guard = Guard::new(settings.consent.clone(), client, store.clone());
     // Only operations untouched for longer than a command can take (a wait for a turn,
     // then the call, each up to the timeout) are reconciled, so a command still in flight
     // on another replica is left alone.
@@ -400,7 +395,7 @@ fn spawn_housekeeping(guard: Guard, interval: Duration, min_age: Duration, reten
                 Ok(n) => tracing::info!(resolved = n, "reconciled unknown outcomes"),
                 Err(e) => tracing::warn!(error = %e, "reconciliation failed"),
             }
-            if let Err(e) = guard.store.prune_audit(retention).await {
+            if let Err(e) = guard.store().prune_audit(retention).await {
                 tracing::warn!(error = %e, "audit retention failed");
             }
         }

@@ -121,10 +121,11 @@ async fn spawn(adjust: impl FnOnce(&mut ServerSettings)) -> Server {
     let mut registry = Registry::default();
     registry
         .register(CountEvents)
-        .register(DomainReader)
-        .register(Rejects)
-        .register(Breaks)
-        .register(Slow);
+        .and_then(|r| r.register(DomainReader))
+        .and_then(|r| r.register(Rejects))
+        .and_then(|r| r.register(Breaks))
+        .and_then(|r| r.register(Slow))
+        .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let server = server::serve(listener, registry, settings, None).unwrap();
@@ -185,6 +186,15 @@ fn json_error(text: &str) -> Value {
     assert!(v["error"].is_string(), "{v}");
     assert!(v.get("action_name").is_some(), "{v}");
     v
+}
+
+#[test]
+fn a_second_action_of_the_same_name_is_an_error() {
+    let mut registry = Registry::default();
+    registry.register(CountEvents).unwrap();
+    let err = registry.register(CountEvents).map(|_| ()).unwrap_err();
+    assert_eq!(err.0, "count_events");
+    assert_eq!(registry.names(), ["count_events"]);
 }
 
 #[tokio::test]

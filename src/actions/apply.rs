@@ -27,7 +27,7 @@ impl Action for ApplySubscriptionChange {
     ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
         Box::pin(async move {
             let guard = &self.0.guard;
-            let inputs = ApplyInputs::from_tracker(call.tracker, call.domain, &guard.config)
+            let inputs = ApplyInputs::from_tracker(call.tracker, call.domain, guard.config())
                 .map_err(|e| ActionError::rejected(e.to_string()))?;
             let outcome = guard.apply(&inputs).await.map_err(ActionError::failed)?;
             Ok(outcome_events(&outcome, dispatcher))

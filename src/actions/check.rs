@@ -24,13 +24,13 @@ impl Action for CheckSubscriptionChange {
         Box::pin(async move {
             let guard = &self.0.guard;
             let tracker = call.tracker;
-            let account = account(tracker, &guard.config.identity)
+            let account = account(tracker, &guard.config().identity)
                 .map_err(|e| ActionError::rejected(e.to_string()))?;
             let outcome = match account.clone() {
                 None => Outcome::denied(),
                 Some(account) => {
                     let op = guard
-                        .store
+                        .store()
                         .latest_for_sender(&tracker.sender_id)
                         .await
                         .map_err(ActionError::failed)?

@@ -24,12 +24,12 @@ impl Action for ListSubscriptions {
         Box::pin(async move {
             let guard = &self.0.guard;
             let tracker = call.tracker;
-            let account = account(tracker, &guard.config.identity)
+            let account = account(tracker, &guard.config().identity)
                 .map_err(|e| ActionError::rejected(e.to_string()))?;
             let Some(account) = account else {
                 return Ok(outcome_events(&Outcome::denied(), dispatcher));
             };
-            let subscriptions = match guard.client.list(&account).await {
+            let subscriptions = match guard.client().list(&account).await {
                 Ok(list) => list,
                 Err(e) => {
                     tracing::warn!(error = %e, "the subscriptions could not be listed");

@@ -82,6 +82,11 @@ pub trait Action: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>>;
 }
 
+/// Two actions registered under one name.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("an action named `{0}` is registered already")]
+pub struct DuplicateAction(pub &'static str);
+
 /// The actions the server serves, in registration order.
 #[derive(Default, Clone)]
 pub struct Registry {
@@ -90,13 +95,17 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Registers an action; a later action with the same name replaces the earlier one.
-    pub fn register(&mut self, action: impl Action) -> &mut Self {
+    /// Registers an action. A second action of the same name is an error, never a silent
+    /// replacement (rasa-sdk lets a later class win; here that would let anything take the
+    /// guarded action's place).
+    pub fn register(&mut self, action: impl Action) -> Result<&mut Self, DuplicateAction> {
         let name = action.name();
-        if self.by_name.insert(name, Arc::new(action)).is_none() {
-            self.order.push(name);
+        if self.by_name.contains_key(name) {
+            return Err(DuplicateAction(name));
         }
-        self
+        self.by_name.insert(name, Arc::new(action));
+        self.order.push(name);
+        Ok(self)
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Action>> {
@@ -151,7 +160,7 @@ impl Subscriptions {
             ..AuditEntry::default()
         };
         self.guard
-            .store
+            .store()
             .audit(&entry)
             .await
             .map_err(ActionError::failed)
@@ -186,10 +195,14 @@ pub fn outcome_events(outcome: &Outcome, dispatcher: &mut Dispatcher) -> Vec<Out
 /// The four subscription actions, in the order `GET /actions` lists them.
 pub fn subscription_actions(subscriptions: Subscriptions) -> Registry {
     let mut registry = Registry::default();
-    registry
-        .register(list::ListSubscriptions(subscriptions.clone()))
-        .register(select::SelectSubscriptionChange(subscriptions.clone()))
-        .register(apply::ApplySubscriptionChange(subscriptions.clone()))
-        .register(check::CheckSubscriptionChange(subscriptions));
+    (|| -> Result<(), DuplicateAction> {
+        registry
+            .register(list::ListSubscriptions(subscriptions.clone()))?
+            .register(select::SelectSubscriptionChange(subscriptions.clone()))?
+            .register(apply::ApplySubscriptionChange(subscriptions.clone()))?
+            .register(check::CheckSubscriptionChange(subscriptions))?;
+        Ok(())
+    })()
+    .expect("the four actions have four names");
     registry
 }

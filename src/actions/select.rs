@@ -26,7 +26,7 @@ impl Action for SelectSubscriptionChange {
     ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
         Box::pin(async move {
             let tracker = call.tracker;
-            let account = account(tracker, &self.0.guard.config.identity)
+            let account = account(tracker, &self.0.guard.config().identity)
                 .map_err(|e| ActionError::rejected(e.to_string()))?;
             let (outcome, terms) = self.select(call, account.as_deref()).await;
             self.0
@@ -82,7 +82,7 @@ impl SelectSubscriptionChange {
         else {
             return (Outcome::blocked(Reason::UnknownSubscription), None);
         };
-        let record = match guard.client.get(id).await {
+        let record = match guard.client().get(id).await {
             Ok(Some(record)) => record,
             Ok(None) => return (Outcome::blocked(Reason::UnknownSubscription), None),
             Err(e) => {

@@ -340,7 +340,23 @@ pub fn compare_facts(
 }
 
 /// A change the guard approved and whose request key this call claimed. Only the guard
-/// makes one; sending consumes it.
+/// makes one; sending consumes it. The type can be named anywhere:
+///
+/// ```
+/// fn inspect(change: &actiongate::consent::ConfirmedChange) -> &str {
+///     change.request_key()
+/// }
+/// ```
+///
+/// but nothing outside the guard can build one (its fields are private and it has no
+/// constructor), so nothing else can reach the command:
+///
+/// ```compile_fail,E0451
+/// use actiongate::consent::{Confirmation, ConfirmedChange, Terms};
+/// fn forge(confirmation: Confirmation, current: Terms) -> ConfirmedChange {
+///     ConfirmedChange { confirmation, current }
+/// }
+/// ```
 #[derive(Debug)]
 pub struct ConfirmedChange {
     confirmation: Confirmation,
@@ -433,15 +449,41 @@ fn pending() -> Outcome {
     }
 }
 
-/// Runs the whole sequence for one call of `apply_subscription_change`.
+/// Runs the whole sequence for one call of `apply_subscription_change`. Its parts are
+/// read through accessors only: nothing outside this module can swap the store or the
+/// client a confirmed change is sent with.
 #[derive(Clone)]
 pub struct Guard {
-    pub config: Arc<ConsentConfig>,
-    pub client: ServiceClient,
-    pub store: Store,
+    config: Arc<ConsentConfig>,
+    client: ServiceClient,
+    store: Store,
 }
 
 impl Guard {
+    pub fn new(config: ConsentConfig, client: ServiceClient, store: Store) -> Self {
+        Self {
+            config: Arc::new(config),
+            client,
+            store,
+        }
+    }
+
+    /// How consent is checked.
+    pub fn config(&self) -> &ConsentConfig {
+        &self.config
+    }
+
+    /// The subscription service's client (its reads; a command takes a
+    /// [`ConfirmedChange`], which only this module makes).
+    pub fn client(&self) -> &ServiceClient {
+        &self.client
+    }
+
+    /// The store: operations, audit, rate limits.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Checks, and sends only when every check passes. Every call ends in exactly one
     /// outcome, which is also appended to the audit trail.
     pub async fn apply(&self, inputs: &ApplyInputs) -> Result<Outcome, StoreError> {

@@ -39,7 +39,7 @@ impl Action for NaiveApply {
                     dispatcher,
                 ));
             };
-            let client = &self.subscriptions.guard.client;
+            let client = &self.subscriptions.guard.client();
             // Whatever revision the record has now: no comparison with what was asked.
             let revision = match client.get(&tag.subscription).await {
                 Ok(Some(record)) => record.revision,

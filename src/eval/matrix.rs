@@ -184,11 +184,22 @@ pub async fn run_scenario(scenario: &Scenario, variant: Variant) -> Result<Run, 
     let started = app::start_with(&settings, |subs: Subscriptions| match variant {
         Variant::Guard => subscription_actions(subs),
         Variant::Baseline => {
-            let mut registry: Registry = subscription_actions(subs.clone());
-            registry.register(NaiveApply {
-                subscriptions: subs,
-                http: reqwest::Client::new(),
-            });
+            // The same actions, with the naive apply where the guarded one would be.
+            let mut registry = Registry::default();
+            (|| -> Result<(), crate::actions::DuplicateAction> {
+                registry
+                    .register(crate::actions::list::ListSubscriptions(subs.clone()))?
+                    .register(crate::actions::select::SelectSubscriptionChange(
+                        subs.clone(),
+                    ))?
+                    .register(NaiveApply {
+                        subscriptions: subs.clone(),
+                        http: reqwest::Client::new(),
+                    })?
+                    .register(crate::actions::check::CheckSubscriptionChange(subs))?;
+                Ok(())
+            })()
+            .expect("four names");
             registry
         }
     })
