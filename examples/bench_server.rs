@@ -18,10 +18,9 @@
 use std::net::TcpListener;
 use std::time::Instant;
 
-use actiongate::actions::{Action, ActionCall, ActionError, Dispatcher, Registry};
+use actiongate::actions::{Action, ActionCall, ActionResult, Dispatcher, Registry};
 use actiongate::protocol::{OutEvent, WebhookRequest};
 use actiongate::server::{serve, ServerSettings};
-use futures_util::future::BoxFuture;
 
 struct CountEvents;
 
@@ -30,13 +29,11 @@ impl Action for CountEvents {
         "count_events"
     }
 
-    fn run<'a>(
-        &'a self,
-        call: ActionCall<'a>,
-        _dispatcher: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        let count = call.tracker.events.len();
-        Box::pin(async move { Ok(vec![OutEvent::slot("event_count", count)]) })
+    async fn run(&self, call: ActionCall<'_>, _: &mut Dispatcher) -> ActionResult {
+        Ok(vec![OutEvent::slot(
+            "event_count",
+            call.tracker.events.len(),
+        )])
     }
 }
 

@@ -2,13 +2,15 @@
 //! on an outdated confirmation.
 //!
 //! One request travels: [`server`] (HTTP, body decoding, auth, errors) → [`protocol`]
-//! (the wire types) → an action from [`actions`] → for a subscription change:
+//! (the wire types), both from the generic `actionserver` crate (crates/actionserver/, which
+//! knows nothing of subscriptions) → an action from [`actions`] → for a subscription change:
 //! [`conversation`] (what the customer was asked and answered), [`consent`] (the guard,
 //! the only maker of a confirmed change), [`subscriptions`] (the service's client, and
 //! the embedded service) and [`store`] (operations, audit, rate limits) → events and
 //! responses back to Rasa.
 
 pub mod actions;
+pub use actionserver::{protocol, server};
 pub mod app;
 pub mod cli;
 pub mod config;
@@ -17,8 +19,6 @@ pub mod conversation;
 pub mod converse;
 pub mod eval;
 pub mod project;
-pub mod protocol;
-pub mod server;
 pub mod store;
 pub mod subscriptions;
 pub mod telemetry;

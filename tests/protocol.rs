@@ -7,10 +7,9 @@ mod common;
 use std::io::Write;
 use std::net::TcpListener;
 
-use actiongate::actions::{Action, ActionCall, ActionError, Dispatcher, Registry};
+use actiongate::actions::{Action, ActionCall, ActionError, ActionResult, Dispatcher, Registry};
 use actiongate::protocol::{Message, OutEvent, Tracker, WebhookRequest};
 use actiongate::server::{self, ServerSettings};
-use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 
 /// Counts the events it was given and says so in a slot (and a message).
@@ -19,18 +18,12 @@ impl Action for CountEvents {
     fn name(&self) -> &'static str {
         "count_events"
     }
-    fn run<'a>(
-        &'a self,
-        call: ActionCall<'a>,
-        d: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        Box::pin(async move {
-            d.utter(Message::response("utter_count").with_var("n", call.tracker.events.len()));
-            Ok(vec![OutEvent::slot(
-                "event_count",
-                call.tracker.events.len(),
-            )])
-        })
+    async fn run(&self, call: ActionCall<'_>, d: &mut Dispatcher) -> ActionResult {
+        d.utter(Message::response("utter_count").with_var("n", call.tracker.events.len()));
+        Ok(vec![OutEvent::slot(
+            "event_count",
+            call.tracker.events.len(),
+        )])
     }
 }
 
@@ -43,19 +36,13 @@ impl Action for DomainReader {
     fn reads_domain(&self) -> bool {
         true
     }
-    fn run<'a>(
-        &'a self,
-        call: ActionCall<'a>,
-        _: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        Box::pin(async move {
-            let version = call
-                .domain
-                .and_then(|d| d.get("version"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            Ok(vec![OutEvent::slot("domain_version", version)])
-        })
+    async fn run(&self, call: ActionCall<'_>, _: &mut Dispatcher) -> ActionResult {
+        let version = call
+            .domain
+            .and_then(|d| d.get("version"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        Ok(vec![OutEvent::slot("domain_version", version)])
     }
 }
 
@@ -64,12 +51,8 @@ impl Action for Rejects {
     fn name(&self) -> &'static str {
         "rejects"
     }
-    fn run<'a>(
-        &'a self,
-        _: ActionCall<'a>,
-        _: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        Box::pin(async { Err(ActionError::rejected("not today")) })
+    async fn run(&self, _: ActionCall<'_>, _: &mut Dispatcher) -> ActionResult {
+        Err(ActionError::rejected("not today"))
     }
 }
 
@@ -78,12 +61,8 @@ impl Action for Breaks {
     fn name(&self) -> &'static str {
         "breaks"
     }
-    fn run<'a>(
-        &'a self,
-        _: ActionCall<'a>,
-        _: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        Box::pin(async { Err(ActionError::failed(std::io::Error::other("secret cause"))) })
+    async fn run(&self, _: ActionCall<'_>, _: &mut Dispatcher) -> ActionResult {
+        Err(ActionError::failed(std::io::Error::other("secret cause")))
     }
 }
 
@@ -92,15 +71,9 @@ impl Action for Slow {
     fn name(&self) -> &'static str {
         "slow"
     }
-    fn run<'a>(
-        &'a self,
-        _: ActionCall<'a>,
-        _: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        Box::pin(async {
-            tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-            Ok(vec![OutEvent::slot("slow", true)])
-        })
+    async fn run(&self, _: ActionCall<'_>, _: &mut Dispatcher) -> ActionResult {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        Ok(vec![OutEvent::slot("slow", true)])
     }
 }
 

@@ -1,11 +1,10 @@
 //! `apply_subscription_change`: the one irreversible action. Resolve the inputs, guard,
 //! act, return the outcome; the guard is the only way to the command.
 
-use futures_util::future::BoxFuture;
-
-use super::{outcome_events, Action, ActionCall, ActionError, Dispatcher, Subscriptions};
+use super::{
+    outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher, Subscriptions,
+};
 use crate::consent::ApplyInputs;
-use crate::protocol::OutEvent;
 
 pub struct ApplySubscriptionChange(pub Subscriptions);
 
@@ -20,17 +19,11 @@ impl Action for ApplySubscriptionChange {
         true
     }
 
-    fn run<'a>(
-        &'a self,
-        call: ActionCall<'a>,
-        dispatcher: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        Box::pin(async move {
-            let guard = &self.0.guard;
-            let inputs = ApplyInputs::from_tracker(call.tracker, call.domain, guard.config())
-                .map_err(|e| ActionError::rejected(e.to_string()))?;
-            let outcome = guard.apply(&inputs).await.map_err(ActionError::failed)?;
-            Ok(outcome_events(&outcome, dispatcher))
-        })
+    async fn run(&self, call: ActionCall<'_>, dispatcher: &mut Dispatcher) -> ActionResult {
+        let guard = &self.0.guard;
+        let inputs = ApplyInputs::from_tracker(call.tracker, call.domain, guard.config())
+            .map_err(|e| ActionError::rejected(e.to_string()))?;
+        let outcome = guard.apply(&inputs).await.map_err(ActionError::failed)?;
+        Ok(outcome_events(&outcome, dispatcher))
     }
 }

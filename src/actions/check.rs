@@ -2,12 +2,11 @@
 //! and no answer came) by asking the service about the same request key. Never sends a
 //! command.
 
-use futures_util::future::BoxFuture;
-
-use super::{outcome_events, Action, ActionCall, ActionError, Dispatcher, Subscriptions};
+use super::{
+    outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher, Subscriptions,
+};
 use crate::consent::identity::account;
 use crate::consent::{Outcome, Reason};
-use crate::protocol::OutEvent;
 
 pub struct CheckSubscriptionChange(pub Subscriptions);
 
@@ -16,41 +15,35 @@ impl Action for CheckSubscriptionChange {
         "check_subscription_change"
     }
 
-    fn run<'a>(
-        &'a self,
-        call: ActionCall<'a>,
-        dispatcher: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        Box::pin(async move {
-            let guard = &self.0.guard;
-            let tracker = call.tracker;
-            let account = account(tracker, &guard.config().identity)
-                .map_err(|e| ActionError::rejected(e.to_string()))?;
-            let outcome = match account.clone() {
-                None => Outcome::denied(),
-                Some(account) => {
-                    let op = guard
-                        .store()
-                        .latest_for_sender(&tracker.sender_id)
-                        .await
-                        .map_err(ActionError::failed)?
-                        .filter(|op| op.account == account);
-                    match op {
-                        Some(op) => guard.reconcile(&op).await.map_err(ActionError::failed)?,
-                        None => Outcome::blocked(Reason::NotSelected),
-                    }
+    async fn run(&self, call: ActionCall<'_>, dispatcher: &mut Dispatcher) -> ActionResult {
+        let guard = &self.0.guard;
+        let tracker = call.tracker;
+        let account = account(tracker, &guard.config().identity)
+            .map_err(|e| ActionError::rejected(e.to_string()))?;
+        let outcome = match account.clone() {
+            None => Outcome::denied(),
+            Some(account) => {
+                let op = guard
+                    .store()
+                    .latest_for_sender(&tracker.sender_id)
+                    .await
+                    .map_err(ActionError::failed)?
+                    .filter(|op| op.account == account);
+                match op {
+                    Some(op) => guard.reconcile(&op).await.map_err(ActionError::failed)?,
+                    None => Outcome::blocked(Reason::NotSelected),
                 }
-            };
-            self.0
-                .audit(
-                    "check_subscription_change",
-                    tracker,
-                    account,
-                    &outcome,
-                    None,
-                )
-                .await?;
-            Ok(outcome_events(&outcome, dispatcher))
-        })
+            }
+        };
+        self.0
+            .audit(
+                "check_subscription_change",
+                tracker,
+                account,
+                &outcome,
+                None,
+            )
+            .await?;
+        Ok(outcome_events(&outcome, dispatcher))
     }
 }

@@ -1,11 +1,9 @@
-//! Actions: the [`Action`] trait, the registry the webhook looks names up in, and one
-//! file per action.
+//! The subscription actions, one file each, and what they share. The action-server parts
+//! (the [`Action`] trait, the registry, the dispatcher) come from the `actionserver` crate.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use futures_util::future::BoxFuture;
-use serde_json::Value;
+pub use actionserver::{
+    Action, ActionCall, ActionError, ActionResult, Dispatcher, DuplicateAction, Registry,
+};
 
 use crate::protocol::{Message, OutEvent, Tracker};
 
@@ -13,110 +11,6 @@ pub mod apply;
 pub mod check;
 pub mod list;
 pub mod select;
-
-/// What an action is given: a read-only view of the conversation and, for actions that
-/// read it, the domain.
-pub struct ActionCall<'a> {
-    pub tracker: &'a Tracker<'a>,
-    pub domain: Option<&'a Value>,
-    /// Rasa's version, as it reported it.
-    pub version: Option<&'a str>,
-}
-
-/// Collects the messages an action sends, like rasa-sdk's `CollectingDispatcher`.
-#[derive(Debug, Default)]
-pub struct Dispatcher {
-    messages: Vec<Message>,
-}
-
-impl Dispatcher {
-    pub fn utter(&mut self, message: Message) {
-        self.messages.push(message);
-    }
-
-    pub fn into_messages(self) -> Vec<Message> {
-        self.messages
-    }
-}
-
-/// Why an action did not produce events.
-#[derive(Debug, thiserror::Error)]
-pub enum ActionError {
-    /// The action refuses to run on this request (HTTP 400, Rasa treats it as a
-    /// rejection).
-    #[error("{message}")]
-    Rejected { message: String },
-    /// Something broke (HTTP 500); the cause is logged, never sent to the caller.
-    #[error("the action failed")]
-    Failed(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl ActionError {
-    pub fn rejected(message: impl Into<String>) -> Self {
-        Self::Rejected {
-            message: message.into(),
-        }
-    }
-
-    pub fn failed(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::Failed(Box::new(cause))
-    }
-}
-
-/// A custom action, registered under its name.
-pub trait Action: Send + Sync + 'static {
-    /// The name Rasa calls it by (`next_action`).
-    fn name(&self) -> &'static str;
-
-    /// Whether the action reads the domain. Only such actions take part in the
-    /// domain-digest exchange (HTTP 449); the others run without a domain.
-    fn reads_domain(&self) -> bool {
-        false
-    }
-
-    /// Runs the action: messages go to the dispatcher, events are returned.
-    fn run<'a>(
-        &'a self,
-        call: ActionCall<'a>,
-        dispatcher: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>>;
-}
-
-/// Two actions registered under one name.
-#[derive(Debug, thiserror::Error, PartialEq)]
-#[error("an action named `{0}` is registered already")]
-pub struct DuplicateAction(pub &'static str);
-
-/// The actions the server serves, in registration order.
-#[derive(Default, Clone)]
-pub struct Registry {
-    order: Vec<&'static str>,
-    by_name: HashMap<&'static str, Arc<dyn Action>>,
-}
-
-impl Registry {
-    /// Registers an action. A second action of the same name is an error, never a silent
-    /// replacement (rasa-sdk lets a later class win; here that would let anything take the
-    /// guarded action's place).
-    pub fn register(&mut self, action: impl Action) -> Result<&mut Self, DuplicateAction> {
-        let name = action.name();
-        if self.by_name.contains_key(name) {
-            return Err(DuplicateAction(name));
-        }
-        self.by_name.insert(name, Arc::new(action));
-        self.order.push(name);
-        Ok(self)
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Action>> {
-        self.by_name.get(name)
-    }
-
-    /// The names, in registration order (what `GET /actions` lists).
-    pub fn names(&self) -> &[&'static str] {
-        &self.order
-    }
-}
 
 use crate::consent::{Guard, Outcome, Terms};
 use crate::store::{now_ms, AuditEntry};

@@ -2,10 +2,11 @@
 //! now, and writes its terms into the change memory. The model says only which
 //! subscription and which change; every term comes from the service.
 
-use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::{outcome_events, Action, ActionCall, ActionError, Dispatcher, Subscriptions};
+use super::{
+    outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher, Subscriptions,
+};
 use crate::consent::current_terms;
 use crate::consent::identity::account;
 use crate::consent::{Outcome, Reason, Status, Terms};
@@ -19,47 +20,41 @@ impl Action for SelectSubscriptionChange {
         "select_subscription_change"
     }
 
-    fn run<'a>(
-        &'a self,
-        call: ActionCall<'a>,
-        dispatcher: &'a mut Dispatcher,
-    ) -> BoxFuture<'a, Result<Vec<OutEvent>, ActionError>> {
-        Box::pin(async move {
-            let tracker = call.tracker;
-            let account = account(tracker, &self.0.guard.config().identity)
-                .map_err(|e| ActionError::rejected(e.to_string()))?;
-            let (outcome, terms) = self.select(call, account.as_deref()).await;
-            self.0
-                .audit(
-                    "select_subscription_change",
-                    tracker,
-                    account,
-                    &outcome,
-                    terms.as_ref().map(|(t, _)| t),
-                )
-                .await?;
-            let mut events = match &terms {
-                Some((terms, display)) => vec![
-                    OutEvent::slot(CHANGE_MEMORY[0], display.as_str()),
-                    OutEvent::slot(CHANGE_MEMORY[1], terms.label.as_str()),
-                    OutEvent::slot(CHANGE_MEMORY[2], terms.effective.as_str()),
-                    OutEvent::slot(CHANGE_MEMORY[3], terms.entitlements.as_str()),
-                    OutEvent::slot(CHANGE_MEMORY[4], terms.tag.as_str()),
-                ],
-                // Nothing selected: clear the memory so no stale tag survives.
-                None => CHANGE_MEMORY
-                    .iter()
-                    .map(|name| OutEvent::slot(*name, Value::Null))
-                    .collect(),
-            };
-            if outcome.status == Status::Selected {
-                events.push(OutEvent::slot("change_status", "selected"));
-                events.push(OutEvent::slot("change_reason", Value::Null));
-            } else {
-                events.extend(outcome_events(&outcome, dispatcher));
-            }
-            Ok(events)
-        })
+    async fn run(&self, call: ActionCall<'_>, dispatcher: &mut Dispatcher) -> ActionResult {
+        let tracker = call.tracker;
+        let account = account(tracker, &self.0.guard.config().identity)
+            .map_err(|e| ActionError::rejected(e.to_string()))?;
+        let (outcome, terms) = self.select(call, account.as_deref()).await;
+        self.0
+            .audit(
+                "select_subscription_change",
+                tracker,
+                account,
+                &outcome,
+                terms.as_ref().map(|(t, _)| t),
+            )
+            .await?;
+        let mut events = match &terms {
+            Some((terms, display)) => vec![
+                OutEvent::slot(CHANGE_MEMORY[0], display.as_str()),
+                OutEvent::slot(CHANGE_MEMORY[1], terms.label.as_str()),
+                OutEvent::slot(CHANGE_MEMORY[2], terms.effective.as_str()),
+                OutEvent::slot(CHANGE_MEMORY[3], terms.entitlements.as_str()),
+                OutEvent::slot(CHANGE_MEMORY[4], terms.tag.as_str()),
+            ],
+            // Nothing selected: clear the memory so no stale tag survives.
+            None => CHANGE_MEMORY
+                .iter()
+                .map(|name| OutEvent::slot(*name, Value::Null))
+                .collect(),
+        };
+        if outcome.status == Status::Selected {
+            events.push(OutEvent::slot("change_status", "selected"));
+            events.push(OutEvent::slot("change_reason", Value::Null));
+        } else {
+            events.extend(outcome_events(&outcome, dispatcher));
+        }
+        Ok(events)
     }
 }
 

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tracing::Instrument;
 
-use crate::actions::{ActionCall, ActionError, Dispatcher, Registry};
+use crate::action::{ActionCall, ActionError, Dispatcher, Registry};
 use crate::protocol::request::ActionNameOnly;
 use crate::protocol::{ActionResponse, WebhookRequest};
 

@@ -1,0 +1,42 @@
+//! A Rasa-compatible custom action server, in Rust: the wire types Rasa sends and expects
+//! ([`protocol`]), the [`Action`] trait an action implements with a plain `async fn`, the
+//! [`Registry`] of actions, and the HTTP server ([`server`]) that speaks the action-server
+//! protocol as rasa-sdk does (body decoding, the domain-digest exchange, authentication,
+//! CORS, TLS, metrics, graceful shutdown, and JSON errors in one place). It knows nothing
+//! of what the actions do.
+//!
+//! ```no_run
+//! use actionserver::{Action, ActionCall, ActionResult, Dispatcher, Message, OutEvent, Registry};
+//!
+//! struct Greet;
+//!
+//! impl Action for Greet {
+//!     fn name(&self) -> &'static str {
+//!         "action_greet"
+//!     }
+//!
+//!     async fn run(&self, call: ActionCall<'_>, dispatcher: &mut Dispatcher) -> ActionResult {
+//!         let name = call.tracker.get_slot("name").and_then(|v| v.as_str()).unwrap_or("there");
+//!         dispatcher.utter(Message::text(format!("Hello, {name}!")));
+//!         Ok(vec![OutEvent::slot("greeted", true)])
+//!     }
+//! }
+//!
+//! # async fn start() -> std::io::Result<()> {
+//! let mut registry = Registry::default();
+//! registry.register(Greet).expect("one action, one name");
+//! let listener = std::net::TcpListener::bind("0.0.0.0:5055")?;
+//! actionserver::serve(listener, registry, Default::default(), None)?.await
+//! # }
+//! ```
+
+mod action;
+pub mod protocol;
+pub mod server;
+
+pub use action::{
+    Action, ActionCall, ActionError, ActionResult, Dispatcher, DuplicateAction, RegisteredAction,
+    Registry,
+};
+pub use protocol::{Event, EventKind, Message, OutEvent, RawEvent, Slots, Tracker, WebhookRequest};
+pub use server::{serve, ServerSettings};
