@@ -1,10 +1,10 @@
-//! The subscription service: its records and commands ([`model`]), the client the
-//! actions use ([`client`]), and the embedded implementation of its HTTP contract
-//! ([`embedded`]) that `actiongate serve` runs unless a service URL is given.
+//! The subscription service as the actions see it: the client they use ([`client`]); its
+//! records and commands ([`model`]) and the embedded implementation of its HTTP contract
+//! ([`embedded`]), which `actiongate serve` runs unless a service URL is given, come from the
+//! `subscription-service` crate (crates/subscription-service/).
 
 pub mod client;
-pub mod embedded;
-pub mod model;
+pub use subscription_service::{embedded, model};
 
 pub use client::{
     CommandOutcome, ServiceClient, ServiceError, DEFAULT_MAX_IN_FLIGHT, MAX_ANSWER_BYTES,

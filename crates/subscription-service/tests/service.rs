@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use actiongate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
 use serde_json::{json, Value};
+use subscription_service::embedded::{self, ServiceSettings, DEMO_DATA};
 
 async fn start(
     dir: &std::path::Path,
@@ -20,7 +20,8 @@ async fn start_with_delay(
     token: Option<&str>,
     command_delay: Duration,
 ) -> (String, actix_web::dev::ServerHandle) {
-    actiongate::telemetry::install_crypto();
+    // In the workspace, reqwest is built without a TLS provider of its own.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let running = embedded::start(
         0,
         ServiceSettings {

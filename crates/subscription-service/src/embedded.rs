@@ -17,10 +17,10 @@ use sqlx::{Row, SqlitePool};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use super::model::{Change, Note, Subscription};
+use crate::model::{Change, Note, Subscription};
 
 /// The demo records shipped with the project (`data/demo_subscriptions.json`).
-pub const DEMO_DATA: &str = include_str!("../../data/demo_subscriptions.json");
+pub const DEMO_DATA: &str = include_str!("../../../data/demo_subscriptions.json");
 
 /// How the embedded service is set up.
 #[derive(Debug, Clone)]
