@@ -724,15 +724,8 @@ fn trim_base(url: &str) -> &str {
 
 /// Percent-encodes a query parameter value (unreserved characters stay).
 fn encode_query(value: &str) -> String {
-    let mut out = String::new();
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(value, crate::subscriptions::client::NOT_UNRESERVED)
+        .to_string()
 }
 
 impl Runner<'_> {

@@ -244,17 +244,16 @@ impl ServiceClient {
     }
 }
 
+/// Every byte but RFC 3986's unreserved characters is percent-encoded.
+pub const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// A path segment, percent-encoded: ids come from slots, which the customer can shape.
 fn segment(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(value, NOT_UNRESERVED).to_string()
 }
 
 fn error_message(body: &[u8]) -> String {
@@ -403,6 +402,15 @@ mod tests {
 
     use super::testing::service;
     use super::*;
+
+    #[test]
+    fn ids_are_percent_encoded_in_paths() {
+        assert_eq!(super::segment("WS-SUB-3304"), "WS-SUB-3304");
+        assert_eq!(
+            super::segment("BOX 7/../x?y#é"),
+            "BOX%207%2F..%2Fx%3Fy%23%C3%A9"
+        );
+    }
 
     #[tokio::test]
     async fn calls_beyond_the_bound_wait_for_a_turn_and_all_complete() {
