@@ -516,19 +516,21 @@ pub fn set_after(
     Ok(false)
 }
 
-/// Whether a `slot` event for `name` was written anywhere but in a session's start: after
-/// `session_started` and before the `action_listen` that ends it (CONTRACT.md section 2:
-/// only the value the session's start wrote counts). `events` are the tracker's events
-/// since the latest restart, so a value written in an earlier session and carried over
-/// into this one is caught too. Before the first visible `session_started` (Rasa trimmed
-/// the front) nothing is a session's start, so any such event there counts as a rewrite.
-/// Only slot events whose raw text may name the slot (it does, or has an escape) are parsed.
-pub fn written_outside_a_session_start<'e, 'a: 'e>(
-    events: impl IntoIterator<Item = &'e RawEvent<'a>>,
+/// Whether a `slot` event for `name` was written anywhere but at a session's start
+/// (CONTRACT.md section 2: only the value the session's start wrote counts). Rasa writes the
+/// session's metadata right before it runs `action_session_start`, and again between
+/// `session_started` and the `action_listen` that ends the start; those two places are a
+/// session's start. `events` are the tracker's events since the latest restart, so a value
+/// written in an earlier session and carried over into this one is caught too. Before the
+/// first visible `session_started` (Rasa trimmed the front) only the first of those places
+/// can be recognised, so any other such event there counts as a rewrite. Only slot events
+/// whose raw text may name the slot (it does, or has an escape) are parsed.
+pub fn written_outside_a_session_start(
+    events: &[RawEvent<'_>],
     name: &str,
 ) -> Result<bool, MalformedEvent> {
     let mut starting = false;
-    for (at, event) in events.into_iter().enumerate() {
+    for (at, event) in events.iter().enumerate() {
         match event.kind() {
             EventKind::SessionStarted => starting = true,
             EventKind::User => starting = false,
@@ -540,7 +542,15 @@ pub fn written_outside_a_session_start<'e, 'a: 'e>(
                 if (raw.contains(name) || raw.contains('\\'))
                     && lite(at, event)?.name.as_deref() == Some(name)
                 {
-                    return Ok(true);
+                    let before_the_start = match events.get(at + 1) {
+                        Some(next) if next.kind() == EventKind::Action => {
+                            lite(at + 1, next)?.name.as_deref() == Some("action_session_start")
+                        }
+                        _ => false,
+                    };
+                    if !before_the_start {
+                        return Ok(true);
+                    }
                 }
             }
             _ => {}

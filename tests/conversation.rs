@@ -548,6 +548,19 @@ fn an_identity_written_outside_a_sessions_start_is_seen_however_it_is_spelled() 
             "{rewrite}"
         );
     }
+    // Rasa 3.6.21 over the REST channel writes the metadata right before it runs
+    // action_session_start, then again inside the start (as read off a real tracker).
+    let mut rasa = vec![set("session_started_metadata", json!({"account_id": "a"}))];
+    rasa.extend(start.iter().cloned());
+    rasa.push(user("hi"));
+    let t = tracker(&rasa);
+    assert!(!written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
+    // The same slot event before any other action is not that.
+    let mut early = vec![set("session_started_metadata", json!({"account_id": "b"}))];
+    early.push(action("action_listen"));
+    early.extend(start.iter().cloned());
+    let t = tracker(&early);
+    assert!(written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
     // Trimmed: the session's start is gone, and a metadata event is there: not trusted.
     let t = tracker(&[
         set("session_started_metadata", json!({"account_id": "a"})),

@@ -105,8 +105,13 @@ impl Conversation {
         self.t
     }
 
-    /// `action_session_start`, `session_started`, the metadata slot, `action_listen`.
+    /// As Rasa 3.6.21 starts a session with metadata (read off a real tracker): the
+    /// metadata slot, `action_session_start`, `session_started`, the metadata slot again,
+    /// `action_listen`.
     pub fn session_start(&mut self, metadata: Value) {
+        if metadata.as_object().is_some_and(|m| !m.is_empty()) {
+            self.slot("session_started_metadata", metadata.clone());
+        }
         let t = self.tick();
         self.events.push(json!({"event": "action", "timestamp": t, "metadata": meta(), "name": "action_session_start", "policy": null, "confidence": 1.0, "action_text": null, "hide_rule_turn": false}));
         let t = self.tick();
