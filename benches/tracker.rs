@@ -6,7 +6,7 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use serde_json::{json, Value};
 
 use actiongate::conversation;
-use actiongate::protocol::WebhookRequest;
+use actionserver::WebhookRequest;
 
 /// A webhook body with `n` events, made of the events of a real Rasa 3.6.21 request
 /// (tests/fixtures/rasa-3.6.21/apply_request.json) repeated, key order and all.

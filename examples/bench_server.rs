@@ -19,8 +19,8 @@ use std::net::TcpListener;
 use std::time::Instant;
 
 use actiongate::actions::{Action, ActionCall, ActionResult, Dispatcher, Registry};
-use actiongate::protocol::{OutEvent, WebhookRequest};
-use actiongate::server::{serve, ServerSettings};
+use actionserver::{serve, ServerSettings};
+use actionserver::{OutEvent, WebhookRequest};
 
 struct CountEvents;
 

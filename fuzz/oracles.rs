@@ -12,9 +12,9 @@ use actiongate::conversation::{
     self, Conversation, Meaning, Question, Reading, Reply, Signals, CHANGE_MEMORY,
     MANTLE_CONFIRMATION_TOOL,
 };
-use actiongate::protocol::{EventKind, RawEvent, Tracker, WebhookRequest};
 use actiongate::subscriptions::model::{effective_text, Tag};
 use actiongate::subscriptions::Subscription;
+use actionserver::{EventKind, RawEvent, Tracker, WebhookRequest};
 use serde_json::Value;
 
 pub const CONFIRM: &str = "utter_confirm_subscription_change";

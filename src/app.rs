@@ -9,10 +9,10 @@ use crate::actions::{subscription_actions, Subscriptions};
 use crate::cli::ServeArgs;
 use crate::config::{load_endpoints, ConfigError, EndpointsFile};
 use crate::consent::{ConsentConfig, Guard, IdentityConfig, RateLimit, Signals};
-use crate::server::{BodyLimits, CorsPolicy, ServerSettings};
 use crate::store::Store;
 use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
 use crate::subscriptions::ServiceClient;
+use actionserver::{BodyLimits, CorsPolicy, ServerSettings};
 
 /// Everything `serve` runs with, resolved and validated.
 #[derive(Debug, Clone)]
@@ -147,7 +147,7 @@ impl Settings {
         let body_budget = args
             .body_budget
             .or_else(|| server.and_then(|s| s.body_budget))
-            .unwrap_or(crate::server::DEFAULT_BODY_BUDGET);
+            .unwrap_or(actionserver::DEFAULT_BODY_BUDGET);
         if body_budget < limits.max_body {
             return Err(ConfigError::new(
                 path,
@@ -374,7 +374,7 @@ pub async fn start_with(
         Some((cert, key)) => Some(tls_config(cert, key)?),
         None => None,
     };
-    let server = crate::server::serve(listener, registry, settings.server.clone(), tls)?;
+    let server = actionserver::serve(listener, registry, settings.server.clone(), tls)?;
     tracing::info!(port, host = %settings.host, store = if store.is_postgres() { "postgres" } else { "sqlite" }, "actiongate listening");
     Ok(Started {
         port,

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::protocol::{EventKind, RawEvent};
+use actionserver::{EventKind, RawEvent};
 
 /// The change-memory slots, written only by `select_subscription_change`.
 pub const CHANGE_MEMORY: [&str; 5] = [

@@ -1,16 +1,15 @@
 //! actiongate: a Rasa-compatible custom action server that will not let an assistant act
 //! on an outdated confirmation.
 //!
-//! One request travels: [`server`] (HTTP, body decoding, auth, errors) → [`protocol`]
-//! (the wire types), both from the generic `actionserver` crate (crates/actionserver/, which
-//! knows nothing of subscriptions) → an action from [`actions`] → for a subscription change:
+//! One request travels: the generic `actionserver` crate (crates/actionserver/: HTTP, body
+//! decoding, auth, errors, the wire types; it knows nothing of subscriptions) → an action
+//! from [`actions`] → for a subscription change:
 //! [`conversation`] (what the customer was asked and answered), [`consent`] (the guard,
 //! the only maker of a confirmed change), [`subscriptions`] (the service's client, and
 //! the embedded service) and [`store`] (operations, audit, rate limits) → events and
 //! responses back to Rasa.
 
 pub mod actions;
-pub use actionserver::{protocol, server};
 pub mod app;
 pub mod cli;
 pub mod config;

@@ -2,7 +2,7 @@
 //! event lists (restart, rewind, undo, new sessions), like rasa-sdk's tracker tests.
 
 use actiongate::conversation::{customer_messages, read, Conversation, Meaning, Reading, Signals};
-use actiongate::protocol::{RawEvent, Tracker};
+use actionserver::{RawEvent, Tracker};
 use serde_json::{json, Value};
 
 /// A tracker over `events`. Trackers borrow the request body; a test's body lives for

@@ -29,10 +29,10 @@ use serde_json::{json, Value};
 use actiongate::consent::Template;
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
 use actiongate::conversation::{self, Conversation, Meaning, Question, Reading, Reply, Signals};
-use actiongate::protocol::{Tracker, WebhookRequest};
-use actiongate::server::body::decode;
-use actiongate::server::ApiError;
 use actiongate::subscriptions::Subscription;
+use actionserver::decode_body as decode;
+use actionserver::ApiError;
+use actionserver::{Tracker, WebhookRequest};
 
 #[path = "../fuzz/oracles.rs"]
 mod oracles;

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
 use actiongate::conversation::{Conversation, Meaning, Question, Reading, Reply, Signals};
-use actiongate::protocol::Tracker;
 use actiongate::subscriptions::{ChangeOption, Subscription};
+use actionserver::Tracker;
 
 const TAG: &str = "WS-SUB-3304 stop_renewal r4";
 const EFFECTIVE: &str = "2027-01-01 00:00 UTC";

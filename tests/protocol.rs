@@ -8,8 +8,8 @@ use std::io::Write;
 use std::net::TcpListener;
 
 use actiongate::actions::{Action, ActionCall, ActionError, ActionResult, Dispatcher, Registry};
-use actiongate::protocol::{Message, OutEvent, Tracker, WebhookRequest};
-use actiongate::server::{self, ServerSettings};
+use actionserver::ServerSettings;
+use actionserver::{Message, OutEvent, Tracker, WebhookRequest};
 use serde_json::{json, Value};
 
 /// Counts the events it was given and says so in a slot (and a message).
@@ -101,7 +101,7 @@ async fn spawn(adjust: impl FnOnce(&mut ServerSettings)) -> Server {
         .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let server = server::serve(listener, registry, settings, None).unwrap();
+    let server = actionserver::serve(listener, registry, settings, None).unwrap();
     let handle = server.handle();
     tokio::spawn(server);
     Server {
@@ -591,7 +591,7 @@ async fn authentication_by_rasa_token_parameter_or_bearer() {
 #[tokio::test]
 async fn cors_follows_rasa_sdks_matching_rules() {
     let s = spawn(|settings| {
-        settings.cors = server::CorsPolicy::new(&["https://*.corp.example".into()]).unwrap()
+        settings.cors = actionserver::CorsPolicy::new(&["https://*.corp.example".into()]).unwrap()
     })
     .await;
     let get = |origin: &'static str| {
@@ -716,7 +716,7 @@ fn the_real_rasa_requests_parse_and_serialise_back_without_loss() {
         for event in &tracker.events {
             let typed = event.typed().unwrap();
             assert!(
-                !matches!(typed, actiongate::protocol::Event::Other(_)),
+                !matches!(typed, actionserver::Event::Other(_)),
                 "{}",
                 event.name()
             );

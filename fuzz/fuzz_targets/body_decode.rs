@@ -8,8 +8,8 @@
 
 use std::io::Write;
 
-use actiongate::server::body::decode;
-use actiongate::server::ApiError;
+use actionserver::decode_body as decode;
+use actionserver::ApiError;
 use bytes::Bytes;
 use flate2::write::{DeflateEncoder, GzEncoder, ZlibEncoder};
 use flate2::Compression;

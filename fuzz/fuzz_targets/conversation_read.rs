@@ -9,7 +9,7 @@
 //! slot (oracles.rs `check_reader`).
 #![no_main]
 
-use actiongate::protocol::Tracker;
+use actionserver::Tracker;
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;

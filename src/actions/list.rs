@@ -8,7 +8,7 @@ use super::{
 };
 use crate::consent::identity::account;
 use crate::consent::{Outcome, Reason};
-use crate::protocol::{Message, OutEvent};
+use actionserver::{Message, OutEvent};
 
 pub struct ListSubscriptions(pub Subscriptions);
 

@@ -5,7 +5,7 @@ pub use actionserver::{
     Action, ActionCall, ActionError, ActionResult, Dispatcher, DuplicateAction, Registry,
 };
 
-use crate::protocol::{Message, OutEvent, Tracker};
+use actionserver::{Message, OutEvent, Tracker};
 
 pub mod apply;
 pub mod check;

@@ -11,7 +11,7 @@ use crate::consent::current_terms;
 use crate::consent::identity::account;
 use crate::consent::{Outcome, Reason, Status, Terms};
 use crate::conversation::CHANGE_MEMORY;
-use crate::protocol::OutEvent;
+use actionserver::OutEvent;
 
 pub struct SelectSubscriptionChange(pub Subscriptions);
 

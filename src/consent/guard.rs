@@ -18,10 +18,10 @@ use super::outcome::{Outcome, Reason, Status, Terms};
 use super::question::{self, contains_whole};
 use super::{ConsentConfig, QuestionCheck};
 use crate::conversation::{self, Conversation, Meaning, Question, Reading, Reply, CHANGE_MEMORY};
-use crate::protocol::{EventKind, Tracker};
 use crate::store::{now_ms, AuditEntry, Claim, OpState, Operation, Store, StoreError};
 use crate::subscriptions::model::{change_tag, effective_text, Tag};
 use crate::subscriptions::{CommandOutcome, ServiceClient, Subscription};
+use actionserver::{EventKind, Tracker};
 
 /// The change memory as the tracker's slots hold it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -124,7 +124,7 @@ impl ApplyInputs {
 fn values_when_asked(
     tracker: &Tracker<'_>,
     domain: &Value,
-    events: &[&crate::protocol::RawEvent<'_>],
+    events: &[&actionserver::RawEvent<'_>],
     asked: &Question,
     variations: &[String],
 ) -> Result<HashMap<String, Value>, conversation::MalformedEvent> {

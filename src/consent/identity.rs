@@ -9,7 +9,7 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use crate::conversation::{self, MalformedEvent};
-use crate::protocol::Tracker;
+use actionserver::Tracker;
 
 /// How the account is read.
 #[derive(Debug, Clone)]

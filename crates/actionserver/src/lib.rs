@@ -1,9 +1,11 @@
 //! A Rasa-compatible custom action server, in Rust: the wire types Rasa sends and expects
-//! ([`protocol`]), the [`Action`] trait an action implements with a plain `async fn`, the
-//! [`Registry`] of actions, and the HTTP server ([`server`]) that speaks the action-server
-//! protocol as rasa-sdk does (body decoding, the domain-digest exchange, authentication,
-//! CORS, TLS, metrics, graceful shutdown, and JSON errors in one place). It knows nothing
-//! of what the actions do.
+//! ([`WebhookRequest`], [`Tracker`] and its [`RawEvent`]s, [`OutEvent`], [`Message`]), the
+//! [`Action`] trait an action implements with a plain `async fn`, the [`Registry`] of
+//! actions, and the HTTP server ([`serve`], [`ServerSettings`]) that speaks the
+//! action-server protocol as rasa-sdk does (body decoding, the domain-digest exchange,
+//! authentication, CORS, TLS, metrics, graceful shutdown, and JSON errors in one place). It
+//! knows nothing of what the actions do. Everything public is re-exported here; the modules
+//! behind it are private.
 //!
 //! ```no_run
 //! use actionserver::{Action, ActionCall, ActionResult, Dispatcher, Message, OutEvent, Registry};
@@ -31,12 +33,22 @@
 //! ```
 
 mod action;
-pub mod protocol;
-pub mod server;
+mod protocol;
+mod server;
 
 pub use action::{
     Action, ActionCall, ActionError, ActionResult, Dispatcher, DuplicateAction, RegisteredAction,
     Registry,
 };
-pub use protocol::{Event, EventKind, Message, OutEvent, RawEvent, Slots, Tracker, WebhookRequest};
-pub use server::{serve, ServerSettings};
+pub use protocol::events::{
+    ActionExecuted, BotUttered, EntitiesAdded, LoopInterrupted, Marker, Named, Reminder, SlotSet,
+    UserUttered,
+};
+pub use protocol::tracker::ActiveLoop;
+pub use protocol::{
+    ActionResponse, Event, EventKind, Message, OutEvent, RawEvent, Slots, Tracker, WebhookRequest,
+};
+pub use server::body::decode as decode_body;
+pub use server::{
+    serve, ApiError, BodyBudget, BodyLimits, CorsPolicy, ServerSettings, DEFAULT_BODY_BUDGET,
+};
