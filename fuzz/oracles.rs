@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use actiongate::consent::{question, ApplyInputs};
 use actiongate::conversation::{
-    self, Conversation, Meaning, Question, Reading, Reply, Signals, CHANGE_MEMORY,
+    self, change_memory, Conversation, Meaning, Question, Reading, Reply, Signals,
     MANTLE_CONFIRMATION_TOOL,
 };
 use actiongate::subscriptions::model::{effective_text, Tag};
@@ -179,7 +179,7 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                 if listening && signals.confirm_slot.as_deref() == Some(name) {
                     hear(value.as_bool(), &mut reply);
                 }
-                if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
+                if let Some(field) = change_memory::ALL.iter().find(|f| **f == name) {
                     let setter = (current_action.as_deref() == Some(SELECT)).then_some(runs);
                     memory.insert(field, (value, setter));
                 }
@@ -207,7 +207,7 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
         reply
     });
     if runs > 0
-        && CHANGE_MEMORY.iter().all(|f| {
+        && change_memory::ALL.iter().all(|f| {
             memory
                 .get(f)
                 .is_some_and(|(_, setter)| *setter == Some(runs))
@@ -272,7 +272,7 @@ pub fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
         &memory.entitlements,
         &memory.tag,
     ];
-    if !CHANGE_MEMORY
+    if !change_memory::ALL
         .iter()
         .zip(values)
         .all(|(name, value)| written.get(*name).and_then(Value::as_str) == value.as_deref())
@@ -448,9 +448,9 @@ fn check_conversation(
         );
     }
     if let Some(memory) = &conversation.selected_memory {
-        assert_eq!(memory.len(), CHANGE_MEMORY.len(), "{events}");
+        assert_eq!(memory.len(), change_memory::ALL.len(), "{events}");
         assert!(
-            CHANGE_MEMORY.iter().all(|f| memory.contains_key(*f)),
+            change_memory::ALL.iter().all(|f| memory.contains_key(*f)),
             "{events}"
         );
         assert!(

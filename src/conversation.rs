@@ -11,14 +11,18 @@ use serde_json::Value;
 
 use actionserver::{EventKind, RawEvent};
 
-/// The change-memory slots, written only by `select_subscription_change`.
-pub const CHANGE_MEMORY: [&str; 5] = [
-    "change_subscription",
-    "change_label",
-    "change_effective",
-    "change_entitlements",
-    "change_tag",
-];
+/// The change-memory slots, written only by `select_subscription_change`: each by name,
+/// and [`ALL`](change_memory::ALL) of them.
+pub mod change_memory {
+    /// The subscription as the customer knows it (product and id).
+    pub const SUBSCRIPTION: &str = "change_subscription";
+    pub const LABEL: &str = "change_label";
+    pub const EFFECTIVE: &str = "change_effective";
+    pub const ENTITLEMENTS: &str = "change_entitlements";
+    /// `SUBSCRIPTION CHANGE_TYPE rREVISION`, what the question binds the yes to.
+    pub const TAG: &str = "change_tag";
+    pub const ALL: [&str; 5] = [SUBSCRIPTION, LABEL, EFFECTIVE, ENTITLEMENTS, TAG];
+}
 
 /// The text Rasa gives the `user` events it creates itself (reminders, `trigger_intent`).
 const EXTERNAL_PREFIX: &str = "EXTERNAL: ";
@@ -422,7 +426,7 @@ pub fn read(
                     said.record(value.as_bool());
                 }
                 if wanted_by_memory {
-                    if let Some(field) = CHANGE_MEMORY.iter().find(|f| **f == name) {
+                    if let Some(field) = change_memory::ALL.iter().find(|f| **f == name) {
                         unassigned.push((field, value));
                     }
                 }
@@ -442,7 +446,7 @@ pub fn read(
         }
     }
     if select_found
-        && CHANGE_MEMORY.iter().all(|f| {
+        && change_memory::ALL.iter().all(|f| {
             memory
                 .get(f)
                 .is_some_and(|(_, setter)| *setter == Setter::Select)

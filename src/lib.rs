@@ -11,13 +11,12 @@
 
 pub mod actions;
 pub mod app;
+pub mod audit_report;
 pub mod cli;
 pub mod config;
 pub mod consent;
 pub mod conversation;
-pub mod converse;
-pub mod eval;
-pub mod project;
+pub mod project_lint;
 pub mod store;
 pub mod subscriptions;
 pub mod telemetry;

@@ -3,13 +3,13 @@
 
 mod common;
 
-use common::{outcome_of, spawn_app, Conversation, ConversationExt, TestApp};
+use common::{outcome_of, spawn_app, Chat, ChatExt, TestApp};
 use serde_json::json;
 
 const SUB: &str = "WS-SUB-3304";
 
-async fn asked(app: &TestApp, sender: &str) -> Conversation {
-    let mut c = Conversation::new(sender, Some("acct-7"));
+async fn asked(app: &TestApp, sender: &str) -> Chat {
+    let mut c = Chat::new(sender, Some("acct-7"));
     c.request_change(app, SUB, "stop_renewal").await.unwrap();
     c
 }
@@ -72,7 +72,7 @@ async fn an_old_revision_leaves_the_record_active_and_requires_a_fresh_preview()
 #[tokio::test]
 async fn an_unrelated_yes_is_not_a_confirmation() {
     let app = spawn_app().await;
-    let mut c = Conversation::new("unrelated", Some("acct-7"));
+    let mut c = Chat::new("unrelated", Some("acct-7"));
     c.user("yes", "affirm", &[]);
     c.bot("Glad to hear it!", Some("utter_happy"));
     c.user(
@@ -90,7 +90,7 @@ async fn an_unrelated_yes_is_not_a_confirmation() {
 #[tokio::test]
 async fn another_account_gets_no_details_and_no_mutation() {
     let app = spawn_app().await;
-    let mut c = Conversation::new("other", Some("acct-9"));
+    let mut c = Chat::new("other", Some("acct-9"));
     let body = c.request_change(&app, SUB, "stop_renewal").await.unwrap();
     let text = body.to_string();
     assert!(

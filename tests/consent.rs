@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    asked, assert_outcome, outcome_of, slot_in, spawn_app, spawn_app_with, Conversation,
-    ConversationExt, TestApp, STYLE_BOX, STYLE_BOX_WHY,
+    asked, assert_outcome, outcome_of, slot_in, spawn_app, spawn_app_with, Chat, ChatExt, TestApp,
+    STYLE_BOX, STYLE_BOX_WHY,
 };
 use serde_json::{json, Value};
 
@@ -74,7 +74,7 @@ async fn without_an_authenticated_account_the_change_is_denied() {
 #[tokio::test]
 async fn without_a_selected_change_nothing_is_applied() {
     let app = spawn_app().await;
-    let mut c = Conversation::new("row2", Some("acct-7"));
+    let mut c = Chat::new("row2", Some("acct-7"));
     c.user(
         "stop renewal of WS-SUB-3304",
         "request_change",
@@ -95,7 +95,7 @@ async fn without_a_selected_change_nothing_is_applied() {
 async fn change_memory_not_written_by_select_is_untrusted() {
     let app = spawn_app().await;
     // The customer's message carries entities that fill the change memory.
-    let mut c = Conversation::new("row3", Some("acct-7"));
+    let mut c = Chat::new("row3", Some("acct-7"));
     c.user(
         "stop renewal of WS-SUB-3304 r4",
         "request_change",
@@ -153,7 +153,7 @@ async fn a_request_for_another_change_does_not_apply_the_selected_one() {
 #[tokio::test]
 async fn a_change_never_asked_about_is_not_applied() {
     let app = spawn_app().await;
-    let mut c = Conversation::new("row5", Some("acct-7"));
+    let mut c = Chat::new("row5", Some("acct-7"));
     c.request_change(&app, STYLE_BOX, "stop_renewal")
         .await
         .unwrap();
@@ -164,7 +164,7 @@ async fn a_change_never_asked_about_is_not_applied() {
 
     // Asked about skip_next_box, then selected stop_renewal without asking: the "yes"
     // answers the older question.
-    let mut c = Conversation::new("row5b", Some("acct-7"));
+    let mut c = Chat::new("row5b", Some("acct-7"));
     c.request_change(&app, STYLE_BOX, "skip_next_box")
         .await
         .unwrap();
@@ -183,7 +183,7 @@ async fn a_change_never_asked_about_is_not_applied() {
 #[tokio::test]
 async fn an_unanswered_question_or_an_earlier_yes_is_not_consent() {
     let app = spawn_app().await;
-    let mut c = Conversation::new("row6", Some("acct-7"));
+    let mut c = Chat::new("row6", Some("acct-7"));
     c.user("yes, I love the Style Box", "affirm", &[]);
     c.request_change(&app, STYLE_BOX, "stop_renewal")
         .await
@@ -207,7 +207,7 @@ async fn a_question_without_the_date_or_the_entitlements_is_not_consent() {
         ("row7a", "2027-01-01 00:00 UTC"),
         ("row7b", "no charge on 2027-01-01"),
     ] {
-        let mut c = Conversation::new(sender, Some("acct-7"));
+        let mut c = Chat::new(sender, Some("acct-7"));
         c.request_change(&app, STYLE_BOX, "stop_renewal")
             .await
             .unwrap();
@@ -256,7 +256,7 @@ async fn when_the_facts_cannot_be_read_nothing_is_sent() {
 #[tokio::test]
 async fn another_accounts_subscription_is_denied_without_revealing_it() {
     let app = spawn_app().await;
-    let mut c = Conversation::new("row10", Some("acct-9"));
+    let mut c = Chat::new("row10", Some("acct-9"));
     let body = c
         .request_change(&app, STYLE_BOX, "stop_renewal")
         .await
@@ -348,7 +348,7 @@ async fn a_moved_date_or_a_tag_from_an_older_revision_is_blocked() {
 #[tokio::test]
 async fn the_accounts_budget_limits_irreversible_changes() {
     let app = spawn_app_with(&["--rate-capacity", "1", "--rate-per-hour", "0"], |_| {}).await;
-    let mut c = Conversation::new("row12", Some("acct-7"));
+    let mut c = Chat::new("row12", Some("acct-7"));
     c.request_change(&app, "WS-SUB-3310", "switch_to_monthly")
         .await
         .unwrap();
@@ -489,7 +489,7 @@ async fn a_new_session_or_a_restart_drops_the_old_question() {
 #[tokio::test]
 async fn select_writes_the_services_terms_or_says_why_not() {
     let app = spawn_app().await;
-    let mut c = Conversation::new("select", Some("acct-7"));
+    let mut c = Chat::new("select", Some("acct-7"));
     let body = c
         .request_change(&app, STYLE_BOX, "stop_renewal")
         .await
@@ -536,7 +536,7 @@ async fn select_writes_the_services_terms_or_says_why_not() {
             "not_owner",
         ),
     ] {
-        let mut c = Conversation::new(sender, account);
+        let mut c = Chat::new(sender, account);
         // A stale tag from earlier must not survive a failed select.
         c.slot("change_tag", json!("WS-SUB-3304 stop_renewal r4"));
         let body = c.request_change(&app, sub, change).await.unwrap();
@@ -558,7 +558,7 @@ async fn select_writes_the_services_terms_or_says_why_not() {
     }
 
     let dead = spawn_app_with(&["--subscriptions-url", "http://127.0.0.1:9"], |_| {}).await;
-    let mut c = Conversation::new("s5", Some("acct-7"));
+    let mut c = Chat::new("s5", Some("acct-7"));
     let body = c
         .request_change(&dead, STYLE_BOX, "stop_renewal")
         .await
@@ -572,7 +572,7 @@ async fn select_writes_the_services_terms_or_says_why_not() {
 #[tokio::test]
 async fn listing_shows_only_the_accounts_own_subscriptions() {
     let app = spawn_app().await;
-    let mut c = Conversation::new("list", Some("acct-7"));
+    let mut c = Chat::new("list", Some("acct-7"));
     c.user("what do I have?", "list_subscriptions", &[]);
     let (status, body) = app.webhook(&c.request("list_subscriptions")).await;
     assert_eq!(status, 200);
@@ -591,7 +591,7 @@ async fn listing_shows_only_the_accounts_own_subscriptions() {
     assert_eq!(body["responses"][0]["response"], "utter_list_subscriptions");
     assert_eq!(body["responses"][0]["custom"]["subscriptions"], list);
 
-    let c = Conversation::new("list-anon", None);
+    let c = Chat::new("list-anon", None);
     let (_, body) = app.webhook(&c.request("list_subscriptions")).await;
     assert_eq!(slot_in(&body, "change_status"), Some(json!("denied")));
     assert_eq!(slot_in(&body, "subscriptions"), None);
@@ -600,14 +600,14 @@ async fn listing_shows_only_the_accounts_own_subscriptions() {
 #[tokio::test]
 async fn with_a_signing_secret_only_a_signed_account_counts() {
     let app = spawn_app_with(&["--signing-secret", "s3cret"], |_| {}).await;
-    let mut c = Conversation::new("unsigned", Some("acct-7"));
+    let mut c = Chat::new("unsigned", Some("acct-7"));
     let body = c
         .request_change(&app, STYLE_BOX, "stop_renewal")
         .await
         .unwrap();
     assert_eq!(slot_in(&body, "change_status"), Some(json!("denied")));
     let token = actiongate::consent::identity::sign_hs256(&json!({"sub": "acct-7"}), b"s3cret");
-    c = Conversation::new("signed", Some(&token));
+    c = Chat::new("signed", Some(&token));
     c.request_change(&app, STYLE_BOX, "stop_renewal")
         .await
         .unwrap();

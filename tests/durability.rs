@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::faults::{Fault, FaultyService};
-use common::{outcome_of, spawn_app_with, Conversation, ConversationExt, TestApp};
+use common::{outcome_of, spawn_app_with, Chat, ChatExt, TestApp};
 use serde_json::{json, Value};
 
 use actiongate::store::{OpState, Operation, Store};
@@ -337,8 +337,8 @@ async fn confirmed(
     sender: &str,
     subscription: &str,
     change_type: &str,
-) -> (Conversation, Value) {
-    let mut c = Conversation::new(sender, Some("acct-7"));
+) -> (Chat, Value) {
+    let mut c = Chat::new(sender, Some("acct-7"));
     c.request_change(app, subscription, change_type)
         .await
         .unwrap();
@@ -399,7 +399,7 @@ async fn fifty_concurrent_applies_over_two_replicas_change_once(backend: Backend
 }
 
 /// Asks `check_subscription_change` in the same conversation.
-async fn check(app: &TestApp, c: &mut Conversation) -> Value {
+async fn check(app: &TestApp, c: &mut Chat) -> Value {
     c.user("did it go through?", "check", &[]);
     let (status, body) = c.run(app, "check_subscription_change").await.unwrap();
     assert_eq!(status, 200, "{body}");
@@ -560,7 +560,7 @@ async fn the_audit_trail_records_every_decision(backend: Backend) {
     let (mut c, _) = confirmed(&app, "audited", "WS-SUB-3304", "stop_renewal").await;
     c.apply(&app).await;
     check(&app, &mut c).await;
-    let mut other = Conversation::new("someone-else", Some("acct-9"));
+    let mut other = Chat::new("someone-else", Some("acct-9"));
     other
         .request_change(&app, "WS-SUB-3304", "stop_renewal")
         .await

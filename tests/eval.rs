@@ -2,10 +2,28 @@
 //! at the service (a violating scenario changes the record through the naive baseline and
 //! not through the guard). `actiongate eval` replays the whole matrix in CI.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use actiongate::eval::matrix::{load, run_scenario, Label, Variant};
+use tools::eval::{load, run_scenario, Arena, EvalError, Label, Running, Variant};
+
+/// A fresh app per scenario, as `actiongate eval` starts them.
+struct Fresh;
+
+impl Arena for Fresh {
+    async fn start(&self, confirm_slot: Option<&str>) -> Result<Running, EvalError> {
+        let slot = confirm_slot.map(str::to_owned);
+        let app = common::spawn_app_with(&[], |s| s.consent.signals.confirm_slot = slot).await;
+        Ok(Running {
+            server: app.url.clone(),
+            service: app.service_url.clone(),
+            handle: app.handle.clone(),
+            keep: Box::new(app),
+        })
+    }
+}
 
 fn matrix_path() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/consent-matrix.yml")
@@ -52,9 +70,11 @@ async fn the_runner_counts_changes_at_the_service() {
         .iter()
         .find(|s| s.id == "hidden_benefit_loss/WS-SUB-3304/stop_renewal")
         .unwrap();
-    let guarded = run_scenario(hidden, Variant::Guard).await.unwrap();
+    let guarded = run_scenario(hidden, Variant::Guard, &Fresh).await.unwrap();
     assert_eq!(guarded.changes, 0, "{:?}", guarded.outcomes);
-    let naive = run_scenario(hidden, Variant::Baseline).await.unwrap();
+    let naive = run_scenario(hidden, Variant::Baseline, &Fresh)
+        .await
+        .unwrap();
     assert_eq!(naive.changes, 1, "{:?}", naive.outcomes);
     let happy = matrix
         .scenarios
@@ -62,7 +82,10 @@ async fn the_runner_counts_changes_at_the_service() {
         .find(|s| s.id == "happy/WS-SUB-5120/pause_four_weeks")
         .unwrap();
     assert_eq!(
-        run_scenario(happy, Variant::Guard).await.unwrap().changes,
+        run_scenario(happy, Variant::Guard, &Fresh)
+            .await
+            .unwrap()
+            .changes,
         1
     );
 }

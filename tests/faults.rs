@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::faults::{Fault, FaultyService};
-use common::{outcome_of, spawn_app, spawn_app_with, Conversation, TestApp};
+use common::{outcome_of, spawn_app, spawn_app_with, Chat, TestApp};
 use serde_json::Value;
 
 const SUB: &str = "WS-SUB-3304";
@@ -54,7 +54,7 @@ async fn run(fault: Fault) {
     .await;
     let before = service.revision(SUB).await;
     // Select through a healthy path so every fault hits the apply.
-    let mut c = Conversation::new("faults", Some("acct-7"));
+    let mut c = Chat::new("faults", Some("acct-7"));
     faulty.set(Fault::Pass);
     c.request_change(&app, SUB, "stop_renewal").await.unwrap();
     faulty.set(fault);

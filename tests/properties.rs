@@ -357,7 +357,7 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
                         }
                     }
                 }
-                if actiongate::conversation::CHANGE_MEMORY.contains(&name) {
+                if actiongate::conversation::change_memory::ALL.contains(&name) {
                     let by =
                         (current.as_deref() == Some("select_subscription_change")).then_some(runs);
                     setters.insert(name.to_owned(), (e["value"].clone(), by));
@@ -367,7 +367,7 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
         }
     }
     let memory = (runs > 0
-        && actiongate::conversation::CHANGE_MEMORY
+        && actiongate::conversation::change_memory::ALL
             .iter()
             .all(|f| setters.get(*f).is_some_and(|(_, by)| *by == Some(runs))))
     .then(|| {

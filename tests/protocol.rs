@@ -740,7 +740,7 @@ fn the_real_rasa_requests_parse_and_serialise_back_without_loss() {
 #[tokio::test]
 async fn a_tracker_of_ten_thousand_events_is_served() {
     let s = spawn(|_| {}).await;
-    let mut c = common::Conversation::new("big", Some("acct-7"));
+    let mut c = common::Chat::new("big", Some("acct-7"));
     while c.events.len() < 10_000 {
         c.user("tell me more", "chitchat", &[]);
         c.action("utter_chitchat");

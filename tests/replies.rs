@@ -10,7 +10,7 @@ mod common;
 use common::faults::{Fault, FaultyService};
 use common::{
     asked, assert_outcome, assert_record, outcome_of, reword_question, spawn_app, spawn_app_with,
-    Conversation, ConversationExt, TestApp, STYLE_BOX,
+    Chat, ChatExt, TestApp, STYLE_BOX,
 };
 use serde_json::{json, Value};
 
@@ -25,7 +25,7 @@ async fn assert_changed_once(app: &TestApp) {
 }
 
 /// The apply request, the domain carrying the project's responses (as Rasa 3.6 sends it).
-fn with_responses(c: &Conversation) -> Value {
+fn with_responses(c: &Chat) -> Value {
     c.request("apply_subscription_change")
 }
 
@@ -161,7 +161,7 @@ async fn a_tag_inside_a_longer_tag_was_not_asked() {
             "notes": []});
         app.put_record(&record).await;
     }
-    let mut c = Conversation::new("substring", Some("acct-7"));
+    let mut c = Chat::new("substring", Some("acct-7"));
     c.request_change(&app, "GIFTBOX-7", "stop_renewal")
         .await
         .unwrap();
@@ -263,7 +263,7 @@ async fn apply_takes_part_in_the_domain_digest_exchange() {
     assert_changed_once(&app).await;
     // Later calls send the digest only: the cached domain holds the question to the
     // template (a reworded question is refused without another 449).
-    let mut c = Conversation::new("digest-2", Some("acct-7"));
+    let mut c = Chat::new("digest-2", Some("acct-7"));
     c.request_change(&app, "WS-SUB-3310", "switch_to_monthly")
         .await
         .unwrap();
@@ -298,7 +298,7 @@ async fn an_identity_written_outside_a_sessions_start_is_denied_everywhere() {
     assert_untouched(&app).await;
     // Written outside a session's start, even before the customer's first words (after a
     // button's payload): not the session's start, not trusted.
-    let mut c = Conversation::new("restated", Some("acct-7"));
+    let mut c = Chat::new("restated", Some("acct-7"));
     c.user("/greet", "greet", &[]);
     c.slot("session_started_metadata", json!({"account_id": "acct-7"}));
     let (_, body) = app.webhook(&c.request("list_subscriptions")).await;
@@ -311,7 +311,7 @@ async fn an_identity_written_outside_a_sessions_start_is_denied_everywhere() {
     assert_eq!(outcome_of(&body)["status"], "denied", "{body}");
     assert_untouched(&app).await;
     // A new session's start writing the metadata: trusted.
-    let mut c = Conversation::new("new-session", Some("acct-9"));
+    let mut c = Chat::new("new-session", Some("acct-9"));
     c.user("hello", "greet", &[]);
     c.session_start(json!({"account_id": "acct-7"}));
     c.request_change(&app, STYLE_BOX, "stop_renewal")
@@ -392,7 +392,7 @@ async fn no_command_is_sent_while_another_for_the_subscription_is_unresolved() {
     let base = spawn_app().await;
     let faulty = FaultyService::start(&base.service_url, Fault::DropAfterForwarding).await;
     let app = spawn_app_with(&["--subscriptions-url", &faulty.url], |_| {}).await;
-    let mut first = Conversation::new("unresolved-1", Some("acct-7"));
+    let mut first = Chat::new("unresolved-1", Some("acct-7"));
     first
         .request_change(&app, STYLE_BOX, "skip_next_box")
         .await
@@ -408,7 +408,7 @@ async fn no_command_is_sent_while_another_for_the_subscription_is_unresolved() {
     // Another confirmation for the same subscription, in another conversation, on the
     // record as it is now, before the first is resolved: nothing is sent.
     faulty.set(Fault::Pass);
-    let mut second = Conversation::new("unresolved-2", Some("acct-7"));
+    let mut second = Chat::new("unresolved-2", Some("acct-7"));
     second
         .request_change(&app, STYLE_BOX, "stop_renewal")
         .await

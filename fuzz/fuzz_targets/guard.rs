@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use actiongate::consent::{
     check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory, Template,
 };
-use actiongate::conversation::{Conversation, Meaning, Question, Reply, CHANGE_MEMORY};
+use actiongate::conversation::{change_memory, Conversation, Meaning, Question, Reply};
 use actiongate::subscriptions::model::{change_tag, effective_text};
 use actiongate::subscriptions::{ChangeOption, Note, Subscription};
 use arbitrary::{Result, Unstructured};
@@ -196,13 +196,13 @@ fn inputs(u: &mut Unstructured, w: &World) -> Result<ApplyInputs> {
         &memory.tag,
     ];
     let selected_memory = if keep(u)? || keep(u)? {
-        let mut map: HashMap<String, Value> = CHANGE_MEMORY
+        let mut map: HashMap<String, Value> = change_memory::ALL
             .iter()
             .zip(written)
             .filter_map(|(name, value)| Some(((*name).to_owned(), Value::from(value.clone()?))))
             .collect();
         if !keep(u)? {
-            let name = CHANGE_MEMORY[u.choose_index(CHANGE_MEMORY.len())?].to_owned();
+            let name = change_memory::ALL[u.choose_index(change_memory::ALL.len())?].to_owned();
             match u.int_in_range(0..=4u8)? {
                 0 => {
                     map.remove(&name);

@@ -3,14 +3,13 @@
 
 use serde_json::{json, Value};
 
-use super::{
-    outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher, Subscriptions,
-};
+use super::{outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher};
 use crate::consent::identity::account;
+use crate::consent::Guard;
 use crate::consent::{Outcome, Reason};
 use actionserver::{Message, OutEvent};
 
-pub struct ListSubscriptions(pub Subscriptions);
+pub struct ListSubscriptions(pub Guard);
 
 impl Action for ListSubscriptions {
     fn name(&self) -> &'static str {
@@ -18,7 +17,7 @@ impl Action for ListSubscriptions {
     }
 
     async fn run(&self, call: ActionCall<'_>, dispatcher: &mut Dispatcher) -> ActionResult {
-        let guard = &self.0.guard;
+        let guard = &self.0;
         let tracker = call.tracker;
         let account = account(tracker, &guard.config().identity)
             .map_err(|e| ActionError::rejected(e.to_string()))?;

@@ -8,57 +8,48 @@ pub use actionserver::{
 use actionserver::{Message, OutEvent, Tracker};
 
 pub mod apply;
-pub mod check;
 pub mod list;
 pub mod select;
+pub mod status;
 
 use crate::consent::{Guard, Outcome, Terms};
 use crate::store::{now_ms, AuditEntry};
 
-/// What the subscription actions share: the guard, and through it the service client,
-/// the store and the consent settings.
-#[derive(Clone)]
-pub struct Subscriptions {
-    pub guard: Guard,
-}
-
-impl Subscriptions {
-    /// Appends a decision to the audit trail.
-    async fn audit(
-        &self,
-        action: &str,
-        tracker: &Tracker<'_>,
-        account: Option<String>,
-        outcome: &Outcome,
-        terms: Option<&Terms>,
-    ) -> Result<(), ActionError> {
-        let target = match (
-            tracker.slots.get_str("subscription"),
-            tracker.slots.get_str("change_type"),
-        ) {
-            (None, None) => None,
-            (s, c) => Some(format!("{} {}", s.unwrap_or("?"), c.unwrap_or("?"))),
-        };
-        let entry = AuditEntry {
-            at: now_ms(),
-            action: action.to_owned(),
-            sender_id: tracker.sender_id.clone(),
-            account,
-            target,
-            question_terms: None,
-            service_terms: terms
-                .or(outcome.current.as_ref())
-                .map(|t| serde_json::to_string(t).expect("terms serialise")),
-            status: outcome.status.as_str().to_owned(),
-            reason: outcome.reason.map(|r| r.as_str().to_owned()),
-            ..AuditEntry::default()
-        };
-        self.guard
-            .store()
-            .audit(&entry)
-            .await
-            .map_err(ActionError::failed)
-    }
+/// Appends a decision to the audit trail (the guard's store).
+async fn audit(
+    guard: &Guard,
+    action: &str,
+    tracker: &Tracker<'_>,
+    account: Option<String>,
+    outcome: &Outcome,
+    terms: Option<&Terms>,
+) -> Result<(), ActionError> {
+    let target = match (
+        tracker.slots.get_str("subscription"),
+        tracker.slots.get_str("change_type"),
+    ) {
+        (None, None) => None,
+        (s, c) => Some(format!("{} {}", s.unwrap_or("?"), c.unwrap_or("?"))),
+    };
+    let entry = AuditEntry {
+        at: now_ms(),
+        action: action.to_owned(),
+        sender_id: tracker.sender_id.clone(),
+        account,
+        target,
+        question_terms: None,
+        service_terms: terms
+            .or(outcome.current.as_ref())
+            .map(|t| serde_json::to_string(t).expect("terms serialise")),
+        status: outcome.status.as_str().to_owned(),
+        reason: outcome.reason.map(|r| r.as_str().to_owned()),
+        ..AuditEntry::default()
+    };
+    guard
+        .store()
+        .audit(&entry)
+        .await
+        .map_err(ActionError::failed)
 }
 
 /// The outcome as slots, and as a response carrying the outcome as its `custom` payload
@@ -86,15 +77,16 @@ pub fn outcome_events(outcome: &Outcome, dispatcher: &mut Dispatcher) -> Vec<Out
     ]
 }
 
-/// The four subscription actions, in the order `GET /actions` lists them.
-pub fn subscription_actions(subscriptions: Subscriptions) -> Registry {
+/// The four subscription actions, in the order `GET /actions` lists them, sharing one
+/// guard (and through it the service client, the store and the consent settings).
+pub fn subscription_actions(guard: Guard) -> Registry {
     let mut registry = Registry::default();
     (|| -> Result<(), DuplicateAction> {
         registry
-            .register(list::ListSubscriptions(subscriptions.clone()))?
-            .register(select::SelectSubscriptionChange(subscriptions.clone()))?
-            .register(apply::ApplySubscriptionChange(subscriptions.clone()))?
-            .register(check::CheckSubscriptionChange(subscriptions))?;
+            .register(list::ListSubscriptions(guard.clone()))?
+            .register(select::SelectSubscriptionChange(guard.clone()))?
+            .register(apply::ApplySubscriptionChange(guard.clone()))?
+            .register(status::CheckSubscriptionChange(guard))?;
         Ok(())
     })()
     .expect("the four actions have four names");

@@ -4,16 +4,15 @@
 
 use serde_json::Value;
 
-use super::{
-    outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher, Subscriptions,
-};
+use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher};
 use crate::consent::current_terms;
 use crate::consent::identity::account;
+use crate::consent::Guard;
 use crate::consent::{Outcome, Reason, Status, Terms};
-use crate::conversation::CHANGE_MEMORY;
+use crate::conversation::change_memory;
 use actionserver::OutEvent;
 
-pub struct SelectSubscriptionChange(pub Subscriptions);
+pub struct SelectSubscriptionChange(pub Guard);
 
 impl Action for SelectSubscriptionChange {
     fn name(&self) -> &'static str {
@@ -22,28 +21,28 @@ impl Action for SelectSubscriptionChange {
 
     async fn run(&self, call: ActionCall<'_>, dispatcher: &mut Dispatcher) -> ActionResult {
         let tracker = call.tracker;
-        let account = account(tracker, &self.0.guard.config().identity)
+        let account = account(tracker, &self.0.config().identity)
             .map_err(|e| ActionError::rejected(e.to_string()))?;
         let (outcome, terms) = self.select(call, account.as_deref()).await;
-        self.0
-            .audit(
-                "select_subscription_change",
-                tracker,
-                account,
-                &outcome,
-                terms.as_ref().map(|(t, _)| t),
-            )
-            .await?;
+        audit(
+            &self.0,
+            "select_subscription_change",
+            tracker,
+            account,
+            &outcome,
+            terms.as_ref().map(|(t, _)| t),
+        )
+        .await?;
         let mut events = match &terms {
             Some((terms, display)) => vec![
-                OutEvent::slot(CHANGE_MEMORY[0], display.as_str()),
-                OutEvent::slot(CHANGE_MEMORY[1], terms.label.as_str()),
-                OutEvent::slot(CHANGE_MEMORY[2], terms.effective.as_str()),
-                OutEvent::slot(CHANGE_MEMORY[3], terms.entitlements.as_str()),
-                OutEvent::slot(CHANGE_MEMORY[4], terms.tag.as_str()),
+                OutEvent::slot(change_memory::SUBSCRIPTION, display.as_str()),
+                OutEvent::slot(change_memory::LABEL, terms.label.as_str()),
+                OutEvent::slot(change_memory::EFFECTIVE, terms.effective.as_str()),
+                OutEvent::slot(change_memory::ENTITLEMENTS, terms.entitlements.as_str()),
+                OutEvent::slot(change_memory::TAG, terms.tag.as_str()),
             ],
             // Nothing selected: clear the memory so no stale tag survives.
-            None => CHANGE_MEMORY
+            None => change_memory::ALL
                 .iter()
                 .map(|name| OutEvent::slot(*name, Value::Null))
                 .collect(),
@@ -65,7 +64,7 @@ impl SelectSubscriptionChange {
         call: ActionCall<'_>,
         account: Option<&str>,
     ) -> (Outcome, Option<(Terms, String)>) {
-        let guard = &self.0.guard;
+        let guard = &self.0;
         let tracker = call.tracker;
         let Some(account) = account else {
             return (Outcome::denied(), None);

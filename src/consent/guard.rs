@@ -17,8 +17,9 @@ use sha2::{Digest, Sha256};
 use super::outcome::{Outcome, Reason, Status, Terms};
 use super::question::{self, contains_whole};
 use super::{ConsentConfig, QuestionCheck};
-use crate::conversation::{self, Conversation, Meaning, Question, Reading, Reply, CHANGE_MEMORY};
+use crate::conversation::{self, change_memory, Conversation, Meaning, Question, Reading, Reply};
 use crate::store::{now_ms, AuditEntry, Claim, OpState, Operation, Store, StoreError};
+use crate::subscriptions::client::{self, ConfirmedCommand};
 use crate::subscriptions::model::{change_tag, effective_text, Tag};
 use crate::subscriptions::{CommandOutcome, ServiceClient, Subscription};
 use actionserver::{EventKind, Tracker};
@@ -34,13 +35,14 @@ pub struct Memory {
 }
 
 impl Memory {
-    fn values(&self) -> [&Option<String>; 5] {
+    /// Each field with the name of the slot it was read from.
+    fn slots(&self) -> [(&'static str, &Option<String>); 5] {
         [
-            &self.subscription,
-            &self.label,
-            &self.effective,
-            &self.entitlements,
-            &self.tag,
+            (change_memory::SUBSCRIPTION, &self.subscription),
+            (change_memory::LABEL, &self.label),
+            (change_memory::EFFECTIVE, &self.effective),
+            (change_memory::ENTITLEMENTS, &self.entitlements),
+            (change_memory::TAG, &self.tag),
         ]
     }
 }
@@ -104,11 +106,11 @@ impl ApplyInputs {
             requested_subscription: text("subscription"),
             requested_change_type: text("change_type"),
             memory: Memory {
-                subscription: text(CHANGE_MEMORY[0]),
-                label: text(CHANGE_MEMORY[1]),
-                effective: text(CHANGE_MEMORY[2]),
-                entitlements: text(CHANGE_MEMORY[3]),
-                tag: text(CHANGE_MEMORY[4]),
+                subscription: text(change_memory::SUBSCRIPTION),
+                label: text(change_memory::LABEL),
+                effective: text(change_memory::EFFECTIVE),
+                entitlements: text(change_memory::ENTITLEMENTS),
+                tag: text(change_memory::TAG),
             },
             conversation,
             template,
@@ -192,9 +194,10 @@ pub fn check_conversation(
         .selected_memory
         .as_ref()
         .ok_or(Outcome::blocked(Reason::MemoryUntrusted))?;
-    let trusted = CHANGE_MEMORY
+    let trusted = inputs
+        .memory
+        .slots()
         .iter()
-        .zip(inputs.memory.values())
         .all(|(name, value)| written.get(*name).and_then(Value::as_str) == value.as_deref());
     if !trusted {
         return Err(Outcome::blocked(Reason::MemoryUntrusted));
@@ -343,6 +346,7 @@ pub fn compare_facts(
 /// makes one; sending consumes it. The type can be named anywhere:
 ///
 /// ```
+/// use actiongate::subscriptions::client::ConfirmedCommand;
 /// fn inspect(change: &actiongate::consent::ConfirmedChange) -> &str {
 ///     change.request_key()
 /// }
@@ -363,25 +367,27 @@ pub struct ConfirmedChange {
     current: Terms,
 }
 
-impl ConfirmedChange {
-    pub fn subscription(&self) -> &str {
+impl client::sealed::Sealed for ConfirmedChange {}
+
+impl ConfirmedCommand for ConfirmedChange {
+    fn subscription(&self) -> &str {
         &self.confirmation.tag.subscription
     }
 
-    pub fn change_type(&self) -> &str {
+    fn change_type(&self) -> &str {
         &self.confirmation.tag.change_type
     }
 
-    /// The revision the customer confirmed (sent as `If-Match`).
-    pub fn revision(&self) -> i64 {
+    fn revision(&self) -> i64 {
         self.confirmation.tag.revision
     }
 
-    /// The request key (sent as `Idempotency-Key`).
-    pub fn request_key(&self) -> &str {
+    fn request_key(&self) -> &str {
         &self.confirmation.request_key
     }
+}
 
+impl ConfirmedChange {
     /// Step 15: the command, with `If-Match` and `Idempotency-Key`; the outcome recorded.
     async fn send(self, client: &ServiceClient, store: &Store) -> Result<Outcome, StoreError> {
         let c = &self.confirmation;
@@ -716,198 +722,5 @@ fn target(inputs: &ApplyInputs) -> Option<String> {
             s.as_deref().unwrap_or("?"),
             c.as_deref().unwrap_or("?")
         )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! The client's mapping of every answer of a real (embedded) service to a command
-    //! outcome. Here because only this module can make a `ConfirmedChange`.
-    use std::sync::atomic::Ordering;
-
-    use super::*;
-    use crate::subscriptions::client::testing;
-    use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
-
-    fn change(subscription: &str, change_type: &str, revision: i64, key: &str) -> ConfirmedChange {
-        let terms = Terms {
-            tag: change_tag(subscription, change_type, revision),
-            label: String::new(),
-            effective: String::new(),
-            entitlements: String::new(),
-        };
-        ConfirmedChange {
-            confirmation: Confirmation {
-                account: "acct-7".into(),
-                tag: Tag {
-                    subscription: subscription.into(),
-                    change_type: change_type.into(),
-                    revision,
-                },
-                terms: terms.clone(),
-                question: Question {
-                    text: String::new(),
-                    timestamp: None,
-                    position: 0,
-                },
-                reply: Reply {
-                    text: String::new(),
-                    timestamp: None,
-                    message_id: None,
-                    meaning: Meaning::Yes,
-                },
-                request_key: key.into(),
-            },
-            current: terms,
-        }
-    }
-
-    async fn service(delay_ms: u64) -> (tempfile::TempDir, ServiceClient) {
-        let dir = tempfile::tempdir().unwrap();
-        let running = embedded::start(
-            0,
-            ServiceSettings {
-                database: dir.path().join("s.db"),
-                seed: Some(DEMO_DATA.to_owned()),
-                token: None,
-                command_delay: Duration::from_millis(delay_ms),
-                faults: Default::default(),
-            },
-        )
-        .await
-        .unwrap();
-        let url = format!("http://127.0.0.1:{}", running.port);
-        (
-            dir,
-            ServiceClient::new(&url, Duration::from_secs(5), None).unwrap(),
-        )
-    }
-
-    #[tokio::test]
-    async fn every_answer_maps_to_an_outcome() {
-        let (_dir, client) = service(0).await;
-        let first = client
-            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k1"))
-            .await;
-        assert!(
-            matches!(
-                first,
-                CommandOutcome::Applied {
-                    replayed: false,
-                    ..
-                }
-            ),
-            "{first:?}"
-        );
-        let again = client
-            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k1"))
-            .await;
-        assert!(
-            matches!(again, CommandOutcome::Applied { replayed: true, .. }),
-            "{again:?}"
-        );
-        let reused = client
-            .send_change(&change("WS-SUB-3304", "skip_next_box", 4, "k1"))
-            .await;
-        assert!(
-            matches!(reused, CommandOutcome::Rejected { status: 422, .. }),
-            "{reused:?}"
-        );
-        let stale = client
-            .send_change(&change("WS-SUB-3310", "stop_renewal", 1, "k2"))
-            .await;
-        assert!(
-            matches!(&stale, CommandOutcome::Stale(record) if record.revision == 2),
-            "{stale:?}"
-        );
-        let unknown = client
-            .send_change(&change("WS-SUB-0000", "stop_renewal", 1, "k3"))
-            .await;
-        assert!(
-            matches!(unknown, CommandOutcome::Rejected { status: 404, .. }),
-            "{unknown:?}"
-        );
-        let not_offered = client
-            .send_change(&change("WS-SUB-3310", "upgrade", 2, "k4"))
-            .await;
-        assert!(
-            matches!(not_offered, CommandOutcome::Rejected { status: 422, .. }),
-            "{not_offered:?}"
-        );
-        let refused =
-            ServiceClient::new("http://127.0.0.1:9", Duration::from_secs(1), None).unwrap();
-        let not_sent = refused
-            .send_change(&change("WS-SUB-3310", "stop_renewal", 2, "k5"))
-            .await;
-        assert!(
-            matches!(not_sent, CommandOutcome::NotSent(_)),
-            "{not_sent:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_command_in_flight_answers_409_to_a_second_delivery() {
-        let (_dir, client) = service(600).await;
-        let slow = change("WS-SUB-3304", "stop_renewal", 4, "k9");
-        let c2 = client.clone();
-        let first = tokio::spawn(async move { c2.send_change(&slow).await });
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        let second = client
-            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k9"))
-            .await;
-        assert_eq!(second, CommandOutcome::InFlight);
-        assert!(matches!(
-            first.await.unwrap(),
-            CommandOutcome::Applied { .. }
-        ));
-    }
-
-    #[tokio::test]
-    async fn no_answer_in_time_is_unknown() {
-        let (_dir, slow) = service(1_500).await;
-        let hurried =
-            ServiceClient::new(slow.base_url(), Duration::from_millis(300), None).unwrap();
-        let outcome = hurried
-            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k7"))
-            .await;
-        assert!(matches!(outcome, CommandOutcome::Unknown(_)), "{outcome:?}");
-    }
-
-    #[tokio::test]
-    async fn a_command_that_gets_no_turn_is_never_sent() {
-        // The service holds every call far longer than the timeout, and one call may be
-        // in flight: the first command takes the turn and times out after sending, the
-        // second gets the turn then, the later ones wait out their timeout.
-        let (url, seen) = testing::service(Duration::from_secs(5), "201 Created", "{}", None).await;
-        let client =
-            ServiceClient::with_max_in_flight(&url, Duration::from_millis(800), None, 1).unwrap();
-        let commands = (0..4).map(|i| {
-            let client = client.clone();
-            async move {
-                tokio::time::sleep(Duration::from_millis(100 * i)).await;
-                client
-                    .send_change(&change("WS-SUB-1", "stop_renewal", 1, &format!("key-{i}")))
-                    .await
-            }
-        });
-        let outcomes = futures_util::future::join_all(commands).await;
-        let not_sent = outcomes
-            .iter()
-            .filter(|o| matches!(o, CommandOutcome::NotSent(why) if why.contains("busy")))
-            .count();
-        let unknown = outcomes
-            .iter()
-            .filter(|o| matches!(o, CommandOutcome::Unknown(_)))
-            .count();
-        assert_eq!(not_sent + unknown, 4, "{outcomes:?}");
-        assert!(not_sent >= 1, "{outcomes:?}");
-        // What was reported not sent never reached the service. (The service may be
-        // working on more than one: a call the client gave up on still runs there. The
-        // bound is on what this client has outstanding.)
-        assert_eq!(
-            seen.received.load(Ordering::SeqCst),
-            unknown,
-            "{outcomes:?}"
-        );
     }
 }

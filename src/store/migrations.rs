@@ -1,108 +1,183 @@
-//! The schema, as numbered migrations applied at start (each once, in order). Each has a
-//! SQLite and a PostgreSQL form where the two dialects differ.
+//! The schema: the numbered `.sql` files in `migrations/sqlite/` and
+//! `migrations/postgres/` (one folder a dialect), built into the binary and applied at
+//! start by sqlx's migrator, each once, in order, recorded in `_sqlx_migrations` (on
+//! PostgreSQL under an advisory lock, so two replicas starting together apply them once).
+//! Stores made before sqlx ran the migrations recorded them in `actiongate_migrations`;
+//! [`apply`] adopts those records first.
 
+use std::borrow::Cow;
+
+use sqlx::error::BoxDynError;
+use sqlx::migrate::{Migrate, MigrateError, Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::AnyPool;
 
-struct Migration {
+/// A migration file: its version, description and SQL in each dialect.
+struct File {
     version: i64,
+    description: &'static str,
     sqlite: &'static str,
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[
-    Migration {
+const FILES: &[File] = &[
+    File {
         version: 1,
-    sqlite: "
-CREATE TABLE operations (
-    request_key TEXT PRIMARY KEY, sender_id TEXT NOT NULL, account TEXT NOT NULL,
-    subscription TEXT NOT NULL, change_type TEXT NOT NULL, revision BIGINT NOT NULL,
-    terms TEXT NOT NULL, state TEXT NOT NULL, outcome TEXT,
-    created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);
-CREATE INDEX operations_state ON operations (state, updated_at);
-CREATE TABLE rate_buckets (account TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, updated_at BIGINT NOT NULL);
-CREATE TABLE audit (
-    id INTEGER PRIMARY KEY, at BIGINT NOT NULL, action TEXT NOT NULL,
-    sender_id TEXT NOT NULL, account TEXT, target TEXT, question_terms TEXT, service_terms TEXT,
-    status TEXT NOT NULL, reason TEXT, request_key TEXT);
-CREATE INDEX audit_sender ON audit (sender_id, at);
-",
-    postgres: "
-CREATE TABLE operations (
-    request_key TEXT PRIMARY KEY, sender_id TEXT NOT NULL, account TEXT NOT NULL,
-    subscription TEXT NOT NULL, change_type TEXT NOT NULL, revision BIGINT NOT NULL,
-    terms TEXT NOT NULL, state TEXT NOT NULL, outcome TEXT,
-    created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);
-CREATE INDEX operations_state ON operations (state, updated_at);
-CREATE TABLE rate_buckets (account TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, updated_at BIGINT NOT NULL);
-CREATE TABLE audit (
-    id BIGSERIAL PRIMARY KEY, at BIGINT NOT NULL, action TEXT NOT NULL,
-    sender_id TEXT NOT NULL, account TEXT, target TEXT, question_terms TEXT, service_terms TEXT,
-    status TEXT NOT NULL, reason TEXT, request_key TEXT);
-CREATE INDEX audit_sender ON audit (sender_id, at);
-",
+        description: "schema",
+        sqlite: include_str!("../../migrations/sqlite/0001_schema.sql"),
+        postgres: include_str!("../../migrations/postgres/0001_schema.sql"),
     },
-    // At most one operation per subscription whose outcome is not known (CONTRACT.md
-    // section 4): a command for a subscription is not sent while another one's may have
-    // been applied. A partial unique index, so the claim enforces it atomically on every
-    // replica.
-    Migration {
+    File {
         version: 2,
-        sqlite: OPEN_PER_SUBSCRIPTION,
-        postgres: OPEN_PER_SUBSCRIPTION,
+        description: "open per subscription",
+        sqlite: include_str!("../../migrations/sqlite/0002_open_per_subscription.sql"),
+        postgres: include_str!("../../migrations/postgres/0002_open_per_subscription.sql"),
     },
 ];
 
-const OPEN_PER_SUBSCRIPTION: &str = "
-CREATE UNIQUE INDEX operations_open_per_subscription ON operations (subscription)
-    WHERE state IN ('claimed', 'sent', 'unknown');
-";
+/// The files of one dialect, as sqlx's migrator reads a source.
+#[derive(Debug)]
+struct Embedded {
+    postgres: bool,
+}
 
-/// Applies the migrations not yet applied. On PostgreSQL an advisory lock keeps two
-/// replicas starting together from both applying them.
-pub async fn apply(pool: &AnyPool, postgres: bool) -> Result<(), sqlx::Error> {
-    let mut conn = pool.acquire().await?;
-    if postgres {
-        sqlx::query("SELECT pg_advisory_lock(7351001)")
-            .execute(&mut *conn)
-            .await?;
+impl MigrationSource<'static> for Embedded {
+    fn resolve(
+        self,
+    ) -> futures_util::future::BoxFuture<'static, Result<Vec<Migration>, BoxDynError>> {
+        Box::pin(async move { Ok(migrations(self.postgres)) })
     }
+}
+
+fn migrations(postgres: bool) -> Vec<Migration> {
+    FILES
+        .iter()
+        .map(|f| {
+            Migration::new(
+                f.version,
+                Cow::Borrowed(f.description),
+                MigrationType::Simple,
+                Cow::Borrowed(if postgres { f.postgres } else { f.sqlite }),
+                false,
+            )
+        })
+        .collect()
+}
+
+/// Applies the migrations not yet applied, after adopting the records of the runner that
+/// came before sqlx's.
+pub async fn apply(pool: &AnyPool, postgres: bool) -> Result<(), MigrateError> {
+    adopt_earlier_records(pool, postgres).await?;
+    Migrator::new(Embedded { postgres }).await?.run(pool).await
+}
+
+/// A store whose schema the earlier runner made lists its versions in
+/// `actiongate_migrations` and has no sqlx records: each listed version is recorded as
+/// applied, with the checksum of the same SQL, so sqlx applies only what is newer. The
+/// earlier table is left as it was.
+async fn adopt_earlier_records(pool: &AnyPool, postgres: bool) -> Result<(), MigrateError> {
+    let mut conn = pool.acquire().await?;
+    conn.lock().await?;
     let result = async {
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS actiongate_migrations (version BIGINT PRIMARY KEY)",
-        )
-        .execute(&mut *conn)
-        .await?;
-        for migration in MIGRATIONS {
-            let applied: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM actiongate_migrations WHERE version = $1")
-                    .bind(migration.version)
-                    .fetch_one(&mut *conn)
-                    .await?;
-            if applied > 0 {
+        let earlier = if postgres {
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'actiongate_migrations' AND table_schema = current_schema()"
+        } else {
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'actiongate_migrations'"
+        };
+        let found: i64 = sqlx::query_scalar(earlier).fetch_one(&mut *conn).await?;
+        if found == 0 {
+            return Ok(());
+        }
+        conn.ensure_migrations_table().await?;
+        let recorded: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+            .fetch_one(&mut *conn)
+            .await?;
+        if recorded > 0 {
+            return Ok(());
+        }
+        let versions: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM actiongate_migrations ORDER BY version")
+                .fetch_all(&mut *conn)
+                .await?;
+        for migration in migrations(postgres) {
+            if !versions.contains(&migration.version) {
                 continue;
             }
-            let sql = if postgres {
-                migration.postgres
-            } else {
-                migration.sqlite
-            };
-            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-            for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-                sqlx::query(statement).execute(&mut *tx).await?;
-            }
-            sqlx::query("INSERT INTO actiongate_migrations (version) VALUES ($1)")
-                .bind(migration.version)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-        }
-        Ok(())
-    }
-    .await;
-    if postgres {
-        sqlx::query("SELECT pg_advisory_unlock(7351001)")
+            sqlx::query(
+                "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES ($1, $2, TRUE, $3, 0)",
+            )
+            .bind(migration.version)
+            .bind(migration.description.to_string())
+            .bind(migration.checksum.to_vec())
             .execute(&mut *conn)
             .await?;
+        }
+        Ok::<(), MigrateError>(())
     }
+    .await;
+    conn.unlock().await?;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schema as the earlier runner left it: versions 1 and 2 applied and listed.
+    async fn earlier_store(url: &str) -> AnyPool {
+        sqlx::any::install_default_drivers();
+        let pool = AnyPool::connect(url).await.unwrap();
+        for file in FILES {
+            sqlx::raw_sql(file.sqlite).execute(&pool).await.unwrap();
+        }
+        sqlx::raw_sql(
+            "CREATE TABLE actiongate_migrations (version BIGINT PRIMARY KEY);
+             INSERT INTO actiongate_migrations (version) VALUES (1), (2);
+             INSERT INTO audit (at, action, sender_id, status) VALUES (1, 'apply_subscription_change', 's', 'applied');",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool
+    }
+
+    #[tokio::test]
+    async fn a_store_the_earlier_runner_made_is_adopted_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
+        let pool = earlier_store(&url).await;
+        apply(&pool, false)
+            .await
+            .expect("adopted, not applied again");
+        apply(&pool, false).await.expect("and again: nothing to do");
+        let recorded: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(recorded, [1, 2]);
+        let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(audit, 1, "the trail survives");
+    }
+
+    #[tokio::test]
+    async fn a_new_store_gets_every_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
+        sqlx::any::install_default_drivers();
+        let pool = AnyPool::connect(&url).await.unwrap();
+        apply(&pool, false).await.unwrap();
+        let recorded: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(recorded, FILES.len() as i64);
+        // The partial unique index is there: a second open operation of one subscription
+        // is refused.
+        let open = "INSERT INTO operations VALUES ($1, 's', 'a', 'WS-1', 'stop_renewal', 1, '{}', 'claimed', NULL, 0, 0)";
+        sqlx::query(open).bind("k1").execute(&pool).await.unwrap();
+        assert!(sqlx::query(open).bind("k2").execute(&pool).await.is_err());
+    }
 }

@@ -17,6 +17,8 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
     #[error("unsupported database URL `{0}` (use sqlite:PATH or postgres://...)")]
     Url(String),
+    #[error("the schema could not be brought up to date: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
 /// Where an operation is: claimed → sent → applied | failed | unknown.

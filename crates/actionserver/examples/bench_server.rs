@@ -1,4 +1,4 @@
-//! The actiongate side of bench/run.sh: the library's server with one action,
+//! The actiongate side of bench/run.sh: this crate's server with one action,
 //! `count_events`, which answers `SlotSet("event_count", len(tracker.events))` — the same
 //! action bench/rasa_sdk_actions serves with rasa-sdk.
 //!
@@ -18,9 +18,10 @@
 use std::net::TcpListener;
 use std::time::Instant;
 
-use actiongate::actions::{Action, ActionCall, ActionResult, Dispatcher, Registry};
-use actionserver::{serve, ServerSettings};
-use actionserver::{OutEvent, WebhookRequest};
+use actionserver::{
+    serve, Action, ActionCall, ActionResult, Dispatcher, OutEvent, Registry, ServerSettings,
+    WebhookRequest,
+};
 
 struct CountEvents;
 

@@ -3,9 +3,13 @@
 //! or a dangling reference is an error naming the file, the key and the reason — never
 //! silently ignored.
 
+mod settings;
+
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub use settings::Settings;
 
 /// A configuration problem: which file, which key, what is wrong.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]

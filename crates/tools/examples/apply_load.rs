@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actiongate::eval::script::{put_stop_renewal_record, Conversation, Endpoint};
 use serde_json::{json, Value};
+use testkit::{Chat, Endpoint, Service};
 
 struct Args {
     server: String,
@@ -73,7 +73,12 @@ fn account(i: usize) -> String {
 }
 
 async fn create_record(http: &reqwest::Client, service: &str, i: usize) {
-    put_stop_renewal_record(http, service, &record_id(i), &account(i), "Load Box").await;
+    Service {
+        url: service.to_owned(),
+        http: http.clone(),
+    }
+    .put_stop_renewal_record(&record_id(i), &account(i), "Load Box")
+    .await;
 }
 
 /// Changes the service holds for a record (its revision counts them: 1 when untouched).
@@ -119,7 +124,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// One iteration: select then apply for record `i`; the two latencies, in ms.
 async fn change(server: &Endpoint, i: usize) -> Result<(f64, f64), String> {
-    let mut c = Conversation::new(&format!("load-{i}"), Some(&account(i)));
+    let mut c = Chat::new(&format!("load-{i}"), Some(&account(i)));
     let t = Instant::now();
     c.request_change(server, &record_id(i), "stop_renewal")
         .await

@@ -1,13 +1,13 @@
-//! Conversations as Rasa 3.6 records them, built event by event and played against a
-//! running server: what the consent matrix and the integration tests drive the server
-//! with. Rasa's part (recording actions, rendering responses, filling slots from
-//! entities) is done here as Rasa does it.
+//! Chats as Rasa 3.6 records them, built event by event and played against a running
+//! action server: what the consent matrix, the load drivers and the integration tests
+//! drive the server with. Rasa's part (recording actions, rendering responses, filling
+//! slots from entities) is done here as Rasa does it.
 
 use serde_json::{json, Map, Value};
 
 /// The responses shipped with the project; the confirmation question is rendered from
 /// its template.
-pub const RESPONSES: &str = include_str!("../../responses/subscription_change.yml");
+pub const RESPONSES: &str = include_str!("../../../responses/subscription_change.yml");
 
 /// The responses as Rasa sends them in the domain (JSON), from [`RESPONSES`].
 pub fn domain_responses() -> &'static Value {
@@ -48,7 +48,7 @@ impl Webhook for Endpoint {
 
 impl Endpoint {
     pub fn new(url: &str) -> Self {
-        crate::telemetry::install_crypto();
+        crate::install_crypto();
         Self {
             http: reqwest::Client::new(),
             url: url.trim_end_matches('/').to_owned(),
@@ -68,9 +68,9 @@ impl Endpoint {
     }
 }
 
-/// A conversation as Rasa 3.6 records it.
+/// A chat as Rasa 3.6 records it: the events, the slots, the clock.
 #[derive(Clone, Debug)]
-pub struct Conversation {
+pub struct Chat {
     pub sender: String,
     pub events: Vec<Value>,
     pub slots: Map<String, Value>,
@@ -84,7 +84,7 @@ fn meta() -> Value {
     json!({"model_id": "0810b3c6a21946a3bd4a4bf112e5a73f", "assistant_id": "subscription-change-probe"})
 }
 
-impl Conversation {
+impl Chat {
     /// A new session; `account` goes into `session_started_metadata`, where Rasa puts the
     /// REST channel's metadata.
     pub fn new(sender: &str, account: Option<&str>) -> Self {
@@ -270,32 +270,6 @@ impl Conversation {
         }
         Ok(body)
     }
-}
-
-/// Creates (or replaces) a subscription record offering one change, `stop_renewal`,
-/// through the service's administration route: the record the load drivers
-/// (examples/soak.rs, examples/apply_load.rs) change. Panics when the service refuses.
-pub async fn put_stop_renewal_record(
-    http: &reqwest::Client,
-    service: &str,
-    id: &str,
-    account: &str,
-    product: &str,
-) {
-    let body = json!({"id": id, "account": account, "product": product,
-        "plan": "monthly", "status": "active",
-        "options": [{"change_type": "stop_renewal",
-                     "label": "Stop renewal at the end of the current period",
-                     "effective_at": "2027-02-01T00:00:00Z",
-                     "entitlements": "January box ships as usual; no charge on 2027-02-01"}],
-        "notes": []});
-    let r = http
-        .put(format!("{service}/v1/subscriptions/{id}"))
-        .json(&body)
-        .send()
-        .await
-        .expect("the service answers");
-    assert!(r.status().is_success(), "PUT {id}: {}", r.status());
 }
 
 /// The outcome object in an action's answer (the first response's `custom` payload).

@@ -1,11 +1,15 @@
-//! The `actiongate` binary: parse the command line, start logging, run the command.
+//! The `actiongate` binary: parse the command line, start logging, run the command. The
+//! product's commands come from the library; `converse` and `eval` from the tools crate.
+
+mod eval;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use actiongate::cli::{Cli, Command};
-use actiongate::{app, converse, telemetry};
+use actiongate::{app, telemetry};
+use tools::conversation_tests;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -26,7 +30,7 @@ async fn main() -> ExitCode {
         Command::Serve(args) => report(app::serve(&args).await),
         Command::SubscriptionService(args) => report(app::subscription_service(&args).await),
         Command::Check(args) => {
-            let report = app::check(&args);
+            let report = actiongate::project_lint::run(&args);
             for problem in &report.problems {
                 eprintln!("{problem}");
             }
@@ -40,7 +44,7 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-        Command::Audit(args) => match app::audit(&args).await {
+        Command::Audit(args) => match actiongate::audit_report::report(&args).await {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS
@@ -48,7 +52,7 @@ async fn main() -> ExitCode {
             Err(e) => report::<()>(Err(e)),
         },
         Command::Eval(args) => {
-            match actiongate::eval::matrix::eval(&args.matrix, &mut std::io::stdout()).await {
+            match tools::eval::eval(&args.matrix, &eval::Fresh, &mut std::io::stdout()).await {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(e) => {
@@ -58,7 +62,7 @@ async fn main() -> ExitCode {
             }
         }
         Command::Converse(args) => {
-            let result = converse::run(converse::ConverseArgs {
+            let result = conversation_tests::run(conversation_tests::ConverseArgs {
                 files: args.files,
                 rasa: args.rasa,
                 rasa_token: args.rasa_token,

@@ -2,13 +2,12 @@
 //! and no answer came) by asking the service about the same request key. Never sends a
 //! command.
 
-use super::{
-    outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher, Subscriptions,
-};
+use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher};
 use crate::consent::identity::account;
+use crate::consent::Guard;
 use crate::consent::{Outcome, Reason};
 
-pub struct CheckSubscriptionChange(pub Subscriptions);
+pub struct CheckSubscriptionChange(pub Guard);
 
 impl Action for CheckSubscriptionChange {
     fn name(&self) -> &'static str {
@@ -16,7 +15,7 @@ impl Action for CheckSubscriptionChange {
     }
 
     async fn run(&self, call: ActionCall<'_>, dispatcher: &mut Dispatcher) -> ActionResult {
-        let guard = &self.0.guard;
+        let guard = &self.0;
         let tracker = call.tracker;
         let account = account(tracker, &guard.config().identity)
             .map_err(|e| ActionError::rejected(e.to_string()))?;
@@ -35,15 +34,15 @@ impl Action for CheckSubscriptionChange {
                 }
             }
         };
-        self.0
-            .audit(
-                "check_subscription_change",
-                tracker,
-                account,
-                &outcome,
-                None,
-            )
-            .await?;
+        audit(
+            &self.0,
+            "check_subscription_change",
+            tracker,
+            account,
+            &outcome,
+            None,
+        )
+        .await?;
         Ok(outcome_events(&outcome, dispatcher))
     }
 }

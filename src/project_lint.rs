@@ -1,4 +1,4 @@
-//! `actiongate check` for the Rasa-side files: the confirmation template carries every
+//! The lint behind `actiongate check`, for the Rasa-side files: the confirmation template carries every
 //! term, every response and tool named exists, no change-memory field is model-settable,
 //! and the signal the reply's yes or no is read from (CONTRACT.md section 3) exists in the
 //! domain: the affirm and deny intents, or the confirm slot.
@@ -9,7 +9,41 @@ use std::path::Path;
 use serde_yaml_ng::Value;
 
 use crate::config::ConfigError;
-use crate::conversation::{Signals, CHANGE_MEMORY};
+use crate::conversation::{change_memory, Signals};
+
+/// `actiongate check`: every problem in the configuration and the Rasa-side files, and
+/// notes on what each deployment style needs.
+pub fn run(args: &crate::cli::CheckArgs) -> Report {
+    let serve = crate::cli::ServeArgs {
+        endpoints: args.endpoints.clone(),
+        ..crate::cli::Cli::default_serve_args()
+    };
+    let required = args.endpoints != Path::new("endpoints.yml");
+    let mut problems = Vec::new();
+    let consent = match crate::config::load_endpoints(&args.endpoints, required) {
+        Err(e) => {
+            problems.push(e);
+            crate::consent::ConsentConfig::default()
+        }
+        Ok(file) => {
+            match crate::config::Settings::from_parts(
+                &serve,
+                &file.unwrap_or_default(),
+                &args.endpoints,
+            ) {
+                Ok(settings) => settings.consent,
+                Err(e) => {
+                    problems.push(e);
+                    crate::consent::ConsentConfig::default()
+                }
+            }
+        }
+    };
+    let mut report = lint(&args.project, &consent.confirm_response, &consent.signals);
+    problems.append(&mut report.problems);
+    report.problems = problems;
+    report
+}
 
 /// The tools (actions) this server serves.
 pub const TOOLS: [&str; 4] = [
@@ -46,7 +80,7 @@ pub struct Report {
 }
 
 /// Checks the project folder against the consent settings.
-pub fn check(project: &Path, confirm_response: &str, signals: &Signals) -> Report {
+pub fn lint(project: &Path, confirm_response: &str, signals: &Signals) -> Report {
     let mut problems = Vec::new();
     let domain = read_domain(project, &mut problems);
     let responses = if project.join("responses").is_dir() || domain.is_none() {
@@ -432,7 +466,7 @@ fn check_memory(path: &Path, problems: &mut Vec<ConfigError>) {
     };
     let mut seen = BTreeSet::new();
     visit_fields(&doc, "", &mut |key, field| {
-        if let Some(name) = CHANGE_MEMORY
+        if let Some(name) = change_memory::ALL
             .iter()
             .find(|f| key.ends_with(&format!(".{f}")) || key == **f)
         {
@@ -446,7 +480,7 @@ fn check_memory(path: &Path, problems: &mut Vec<ConfigError>) {
             }
         }
     });
-    for name in CHANGE_MEMORY {
+    for name in change_memory::ALL {
         if !seen.contains(name) {
             problems.push(ConfigError::new(
                 path,

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actiongate::eval::script::{outcome_of, put_stop_renewal_record, Conversation, Endpoint};
 use serde_json::{json, Value};
+use testkit::{outcome_of, Chat, Endpoint, Service};
 
 const ACCOUNTS: usize = 20;
 
@@ -59,7 +59,7 @@ struct Stats {
     unexpected: Vec<String>,
     /// Records whose change was reported applied, and those left pending.
     applied: Vec<String>,
-    pending: Vec<(String, Conversation)>,
+    pending: Vec<(String, Chat)>,
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -103,7 +103,12 @@ async fn get_record(http: &reqwest::Client, service: &str, id: &str) -> Value {
 }
 
 async fn create_record(http: &reqwest::Client, service: &str, i: usize) {
-    put_stop_renewal_record(http, service, &record_id(i), &account(i), "Soak Box").await;
+    Service {
+        url: service.to_owned(),
+        http: http.clone(),
+    }
+    .put_stop_renewal_record(&record_id(i), &account(i), "Soak Box")
+    .await;
 }
 
 fn summary(body: &Value) -> String {
@@ -174,7 +179,7 @@ async fn main() {
                     },
                 ),
                 3..=6 => {
-                    let mut c = Conversation::new(&format!("list-{n}"), Some(&account(n)));
+                    let mut c = Chat::new(&format!("list-{n}"), Some(&account(n)));
                     c.user("what do I have?", "list_subscriptions", &[]);
                     (
                         "list",
@@ -186,7 +191,7 @@ async fn main() {
                 }
                 7..=11 => {
                     let i = n % 16; // records 0..16 are read-only targets for selects
-                    let mut c = Conversation::new(&format!("select-{n}"), Some(&account(i)));
+                    let mut c = Chat::new(&format!("select-{n}"), Some(&account(i)));
                     match c
                         .request_change(&server, &record_id(i), "stop_renewal")
                         .await
@@ -197,7 +202,7 @@ async fn main() {
                 }
                 _ => {
                     let i = 16 + next_record.fetch_add(1, Ordering::Relaxed);
-                    let mut c = Conversation::new(&format!("apply-{n}"), Some(&account(i)));
+                    let mut c = Chat::new(&format!("apply-{n}"), Some(&account(i)));
                     let flow = async {
                         c.request_change(&server, &record_id(i), "stop_renewal")
                             .await

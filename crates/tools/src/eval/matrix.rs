@@ -1,7 +1,7 @@
 //! The consent matrix: scenarios (a conversation, the service's facts, and what happens
 //! between question and answer), each labelled valid or violating with the number of
-//! changes it may cause, replayed through the real server and the embedded service, once
-//! with the guard and once with the naive baseline.
+//! changes it may cause, replayed through a real server and its subscription service, once
+//! with the guard and once with the naive baseline's apply.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,10 +10,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use testkit::{outcome_of, Chat, Endpoint};
+
 use super::baseline::NaiveApply;
-use super::script::{Conversation, Endpoint};
-use crate::actions::{subscription_actions, Registry, Subscriptions};
-use crate::app::{self, Settings};
 
 /// The matrix file.
 #[derive(Debug, Deserialize)]
@@ -159,8 +158,8 @@ pub struct Score {
 pub enum EvalError {
     #[error("{0}: {1}")]
     Read(String, String),
-    #[error("the app could not start: {0}")]
-    Start(#[from] app::StartError),
+    #[error("the server under test could not start: {0}")]
+    Start(String),
     #[error("HTTP: {0}")]
     Http(#[from] reqwest::Error),
     #[error("scenario {0}: {1}")]
@@ -176,88 +175,71 @@ pub fn load(path: &Path) -> Result<Matrix, EvalError> {
 
 const SUBSCRIPTIONS: [&str; 4] = ["WS-SUB-3304", "WS-SUB-3310", "WS-SUB-4410", "WS-SUB-5120"];
 
-/// Replays one scenario on a fresh app (its own store and embedded service).
-pub async fn run_scenario(scenario: &Scenario, variant: Variant) -> Result<Run, EvalError> {
-    let dir = tempdir()?;
-    let mut settings = eval_settings(&dir)?;
-    settings.consent.signals.confirm_slot = scenario.confirm_slot.clone();
-    let started = app::start_with(&settings, |subs: Subscriptions| match variant {
-        Variant::Guard => subscription_actions(subs),
+/// Where a scenario is replayed: a fresh actiongate (its own store and subscription
+/// service, nothing left from another scenario), started by whoever runs the matrix.
+pub trait Arena {
+    /// Starts one, reading Rasa Pro CALM's confirm slot `confirm_slot` when given.
+    fn start(
+        &self,
+        confirm_slot: Option<&str>,
+    ) -> impl std::future::Future<Output = Result<Running, EvalError>>;
+}
+
+/// A started actiongate, stopped when dropped.
+pub struct Running {
+    /// The action server's base URL.
+    pub server: String,
+    /// Its subscription service's base URL.
+    pub service: String,
+    /// Stops the action server.
+    pub handle: actix_web::dev::ServerHandle,
+    /// What must live as long as the server (its data directory, say).
+    pub keep: Box<dyn std::any::Any>,
+}
+
+/// Replays one scenario on a fresh actiongate from `arena`. With [`Variant::Baseline`]
+/// the apply calls go to a naive server of their own; every other call to actiongate.
+pub async fn run_scenario(
+    scenario: &Scenario,
+    variant: Variant,
+    arena: &impl Arena,
+) -> Result<Run, EvalError> {
+    let running = arena.start(scenario.confirm_slot.as_deref()).await?;
+    let server = Endpoint::new(&running.server);
+    let mut naive = None;
+    let apply = match variant {
+        Variant::Guard => server.clone(),
         Variant::Baseline => {
-            // The same actions, with the naive apply where the guarded one would be.
-            let mut registry = Registry::default();
-            (|| -> Result<(), crate::actions::DuplicateAction> {
-                registry
-                    .register(crate::actions::list::ListSubscriptions(subs.clone()))?
-                    .register(crate::actions::select::SelectSubscriptionChange(
-                        subs.clone(),
-                    ))?
-                    .register(NaiveApply {
-                        subscriptions: subs.clone(),
-                        http: reqwest::Client::new(),
-                    })?
-                    .register(crate::actions::check::CheckSubscriptionChange(subs))?;
-                Ok(())
-            })()
-            .expect("four names");
-            registry
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")
+                .map_err(|e| EvalError::Start(e.to_string()))?;
+            let port = listener
+                .local_addr()
+                .map_err(|e| EvalError::Start(e.to_string()))?
+                .port();
+            let settings = actionserver::ServerSettings {
+                workers: 1,
+                handle_signals: false,
+                ..Default::default()
+            };
+            let started = actionserver::serve(
+                listener,
+                NaiveApply::registry(&running.service),
+                settings,
+                None,
+            )
+            .map_err(|e| EvalError::Start(e.to_string()))?;
+            naive = Some(started.handle());
+            tokio::spawn(started);
+            Endpoint::new(&format!("http://127.0.0.1:{port}"))
         }
-    })
-    .await?;
-    let handle = started.server.handle();
-    tokio::spawn(started.server);
-    let server = Endpoint::new(&format!("http://127.0.0.1:{}", started.port));
-    let service = format!(
-        "http://127.0.0.1:{}",
-        started
-            .embedded_port
-            .expect("the eval runs the embedded service")
-    );
-    let result = play(scenario, &server, &service).await;
-    handle.stop(false).await;
-    let _ = std::fs::remove_dir_all(&dir);
+    };
+    let result = play(scenario, &server, &apply, &running.service).await;
+    if let Some(naive) = naive {
+        naive.stop(false).await;
+    }
+    running.handle.stop(false).await;
+    drop(running.keep);
     result
-}
-
-fn tempdir() -> Result<std::path::PathBuf, EvalError> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "actiongate-eval-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| EvalError::Read(dir.display().to_string(), e.to_string()))?;
-    Ok(dir)
-}
-
-fn eval_settings(dir: &Path) -> Result<Settings, EvalError> {
-    use clap::Parser;
-    let endpoints = dir.join("endpoints.yml");
-    std::fs::write(&endpoints, "")
-        .map_err(|e| EvalError::Read(endpoints.display().to_string(), e.to_string()))?;
-    let cli = crate::cli::Cli::parse_from([
-        "actiongate",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--embedded-service-port",
-        "0",
-        "--quiet",
-        "--data-dir",
-        &dir.display().to_string(),
-        "--endpoints",
-        &endpoints.display().to_string(),
-        "--rate-capacity",
-        "100",
-    ]);
-    let mut settings = Settings::resolve(&cli.serve)
-        .map_err(|e| EvalError::Read("settings".into(), e.to_string()))?;
-    settings.server.handle_signals = false;
-    settings.server.workers = 1;
-    Ok(settings)
 }
 
 async fn revisions(http: &reqwest::Client, service: &str) -> Result<i64, EvalError> {
@@ -274,12 +256,17 @@ async fn revisions(http: &reqwest::Client, service: &str) -> Result<i64, EvalErr
     Ok(sum)
 }
 
-async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<Run, EvalError> {
+async fn play(
+    scenario: &Scenario,
+    server: &Endpoint,
+    apply: &Endpoint,
+    service: &str,
+) -> Result<Run, EvalError> {
     let http = &server.http;
     let fail = |why: String| EvalError::Scenario(scenario.id.clone(), why);
     let before = revisions(http, service).await?;
     let mut moves = 0;
-    let mut c = Conversation::new(&scenario.id, scenario.account.as_deref());
+    let mut c = Chat::new(&scenario.id, scenario.account.as_deref());
     let mut last_apply: Option<Value> = None;
     let mut outcomes = Vec::new();
     for step in &scenario.steps {
@@ -346,7 +333,7 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
             }
             Step::Apply => {
                 let request = c.request("apply_subscription_change");
-                let (status, body) = server.webhook(&request).await?;
+                let (status, body) = apply.webhook(&request).await?;
                 outcomes.push(format!("{status} {}", outcome_summary(&body)));
                 if status == 200 {
                     c.record("apply_subscription_change", &body);
@@ -357,7 +344,7 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
                 let request = last_apply
                     .clone()
                     .ok_or_else(|| fail("redeliver before apply".into()))?;
-                let (status, body) = server.webhook(&request).await?;
+                let (status, body) = apply.webhook(&request).await?;
                 outcomes.push(format!("{status} {} (redelivered)", outcome_summary(&body)));
             }
             Step::RedeliverTrimmed(n) => {
@@ -367,7 +354,7 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
                 if let Some(events) = request["tracker"]["events"].as_array_mut() {
                     events.drain(..(*n).min(events.len()));
                 }
-                let (status, body) = server.webhook(&request).await?;
+                let (status, body) = apply.webhook(&request).await?;
                 outcomes.push(format!("{status} {} (trimmed by {n})", outcome_summary(&body)));
             }
             Step::Wait(seconds) => c.wait(*seconds),
@@ -439,7 +426,7 @@ async fn play(scenario: &Scenario, server: &Endpoint, service: &str) -> Result<R
 }
 
 fn outcome_summary(body: &Value) -> String {
-    let outcome = super::script::outcome_of(body);
+    let outcome = outcome_of(body);
     match (outcome["status"].as_str(), outcome["reason"].as_str()) {
         (Some(s), Some(r)) => format!("{s}/{r}"),
         (Some(s), None) => s.to_owned(),
@@ -475,13 +462,17 @@ pub fn score(runs: &[Run]) -> Score {
 
 /// Replays the matrix through both variants and prints the figures; `Ok(true)` when the
 /// guard scores 0 and 0 and the baseline's unsafe acceptances are above 0.
-pub async fn eval(path: &Path, out: &mut impl std::io::Write) -> Result<bool, EvalError> {
+pub async fn eval(
+    path: &Path,
+    arena: &impl Arena,
+    out: &mut impl std::io::Write,
+) -> Result<bool, EvalError> {
     let matrix = load(path)?;
     let mut scores = Vec::new();
     for variant in [Variant::Guard, Variant::Baseline] {
         let mut runs = Vec::with_capacity(matrix.scenarios.len());
         for chunk in matrix.scenarios.chunks(4) {
-            let batch = chunk.iter().map(|s| run_scenario(s, variant));
+            let batch = chunk.iter().map(|s| run_scenario(s, variant, arena));
             for run in futures_util::future::join_all(batch).await {
                 runs.push(run?);
             }

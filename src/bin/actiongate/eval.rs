@@ -1,0 +1,89 @@
+//! What `actiongate eval` replays the consent matrix through: a fresh actiongate per
+//! scenario (in-process, loopback, port 0), with its own data directory, SQLite store and
+//! embedded subscription service.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use clap::Parser;
+
+use actiongate::app;
+use actiongate::cli::Cli;
+use actiongate::config::Settings;
+use tools::eval::{Arena, EvalError, Running};
+
+/// A fresh actiongate each time.
+pub struct Fresh;
+
+impl Arena for Fresh {
+    async fn start(&self, confirm_slot: Option<&str>) -> Result<Running, EvalError> {
+        let dir = DataDir::new()?;
+        let mut settings = settings(&dir.0)?;
+        settings.consent.signals.confirm_slot = confirm_slot.map(str::to_owned);
+        let started = app::start(&settings)
+            .await
+            .map_err(|e| EvalError::Start(e.to_string()))?;
+        let handle = started.server.handle();
+        tokio::spawn(started.server);
+        let service = started
+            .embedded_port
+            .expect("the eval runs the embedded service");
+        Ok(Running {
+            server: format!("http://127.0.0.1:{}", started.port),
+            service: format!("http://127.0.0.1:{service}"),
+            handle,
+            keep: Box::new(dir),
+        })
+    }
+}
+
+/// A data directory removed when dropped.
+struct DataDir(PathBuf);
+
+impl DataDir {
+    fn new() -> Result<Self, EvalError> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "actiongate-eval-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| EvalError::Read(dir.display().to_string(), e.to_string()))?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `serve`'s settings for one scenario: loopback, port 0, no endpoints file, one worker.
+fn settings(dir: &Path) -> Result<Settings, EvalError> {
+    let endpoints = dir.join("endpoints.yml");
+    std::fs::write(&endpoints, "")
+        .map_err(|e| EvalError::Read(endpoints.display().to_string(), e.to_string()))?;
+    let cli = Cli::parse_from([
+        "actiongate",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--embedded-service-port",
+        "0",
+        "--quiet",
+        "--data-dir",
+        &dir.display().to_string(),
+        "--endpoints",
+        &endpoints.display().to_string(),
+        "--rate-capacity",
+        "100",
+    ]);
+    let mut settings = Settings::resolve(&cli.serve)
+        .map_err(|e| EvalError::Read("settings".into(), e.to_string()))?;
+    settings.server.handle_signals = false;
+    settings.server.workers = 1;
+    Ok(settings)
+}

@@ -1,0 +1,283 @@
+//! The one place flags, environment and endpoints.yml meet: [`Settings`], everything
+//! `serve` runs with, resolved (flags and environment first, then the file, then the
+//! defaults) and validated.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{load_endpoints, ConfigError, EndpointsFile};
+use crate::cli::ServeArgs;
+use crate::consent::{ConsentConfig, IdentityConfig, RateLimit, Signals};
+use crate::subscriptions::embedded::DEMO_DATA;
+use actionserver::{BodyLimits, CorsPolicy, ServerSettings};
+
+/// Everything `serve` runs with, resolved and validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub host: String,
+    pub port: u16,
+    pub server: ServerSettings,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// `None`: run the embedded service.
+    pub subscriptions_url: Option<String>,
+    pub subscriptions_token: Option<String>,
+    pub subscriptions_timeout: Duration,
+    pub subscriptions_max_in_flight: usize,
+    pub embedded_port: u16,
+    pub embedded_seed: String,
+    pub embedded_command_delay: Duration,
+    pub data_dir: PathBuf,
+    pub database_url: String,
+    pub consent: ConsentConfig,
+    pub audit_retention: Duration,
+    pub reconcile_interval: Duration,
+}
+
+impl Settings {
+    /// Flags and environment first, then endpoints.yml, then the defaults.
+    pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
+        let required = args.endpoints != Path::new("endpoints.yml");
+        let file = load_endpoints(&args.endpoints, required)?.unwrap_or_default();
+        Self::from_parts(args, &file, &args.endpoints)
+    }
+
+    pub(crate) fn from_parts(
+        args: &ServeArgs,
+        file: &EndpointsFile,
+        path: &Path,
+    ) -> Result<Self, ConfigError> {
+        let section = file.actiongate.as_ref();
+        let subs = section.and_then(|s| s.subscriptions.as_ref());
+        let embedded_section = section.and_then(|s| s.embedded_service.as_ref());
+        let consent = section.and_then(|s| s.consent.as_ref());
+        let rate = section.and_then(|s| s.rate_limit.as_ref());
+        let server = section.and_then(|s| s.server.as_ref());
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or_else(|| section.and_then(|s| s.data_dir.clone()))
+            .unwrap_or_else(|| PathBuf::from("var"));
+        let database_url = args
+            .database_url
+            .clone()
+            .or_else(|| section.and_then(|s| s.database_url.clone()))
+            .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("actiongate.db").display()));
+        if !(database_url.starts_with("sqlite:") || database_url.starts_with("postgres")) {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.database_url",
+                "must be sqlite:PATH or postgres://...",
+            ));
+        }
+        let embedded_seed = match embedded_section.and_then(|e| e.seed.as_ref()) {
+            None => DEMO_DATA.to_owned(),
+            Some(seed) => std::fs::read_to_string(seed).map_err(|e| {
+                ConfigError::new(
+                    path,
+                    "actiongate.embedded_service.seed",
+                    format!("{}: {e}", seed.display()),
+                )
+            })?,
+        };
+        let subscriptions_url = args
+            .subscriptions_url
+            .clone()
+            .or_else(|| subs.and_then(|s| s.url.clone()));
+        if let Some(url) = &subscriptions_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::new(
+                    path,
+                    "actiongate.subscriptions.url",
+                    "must be an http(s) URL",
+                ));
+            }
+        }
+        let timeout = args
+            .subscriptions_timeout
+            .or_else(|| subs.and_then(|s| s.timeout_secs))
+            .unwrap_or(5.0);
+        if !(timeout > 0.0 && timeout <= 300.0) {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.subscriptions.timeout_secs",
+                "must be in (0, 300]",
+            ));
+        }
+        let max_in_flight = args
+            .subscriptions_max_in_flight
+            .or_else(|| subs.and_then(|s| s.max_in_flight))
+            .unwrap_or(crate::subscriptions::DEFAULT_MAX_IN_FLIGHT);
+        if max_in_flight == 0 {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.subscriptions.max_in_flight",
+                "must be at least 1",
+            ));
+        }
+        let limits = BodyLimits {
+            max_body: args
+                .body_limit
+                .or_else(|| server.and_then(|s| s.body_limit))
+                .unwrap_or(BodyLimits::default().max_body),
+            max_decompressed: args
+                .decompressed_limit
+                .or_else(|| server.and_then(|s| s.decompressed_limit))
+                .unwrap_or(BodyLimits::default().max_decompressed),
+        };
+        let body_budget = args
+            .body_budget
+            .or_else(|| server.and_then(|s| s.body_budget))
+            .unwrap_or(actionserver::DEFAULT_BODY_BUDGET);
+        if body_budget < limits.max_body {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.server.body_budget",
+                format!(
+                    "must be at least the body limit ({} bytes), or no body that large could be read",
+                    limits.max_body
+                ),
+            ));
+        }
+        let cors = CorsPolicy::new(args.cors.as_deref().unwrap_or_default())
+            .map_err(|e| ConfigError::new("--cors", "cors", e))?;
+        let action_endpoint = file.action_endpoint.as_ref();
+        let per_hour = args
+            .rate_per_hour
+            .or_else(|| rate.and_then(|r| r.per_hour))
+            .unwrap_or(5.0);
+        let capacity = args
+            .rate_capacity
+            .or_else(|| rate.and_then(|r| r.capacity))
+            .unwrap_or(5.0);
+        if capacity < 1.0 || per_hour < 0.0 {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.rate_limit",
+                "capacity must be at least 1 and per_hour not negative",
+            ));
+        }
+        let signals = Signals {
+            affirm_intents: consent
+                .and_then(|c| c.affirm_intents.clone())
+                .unwrap_or_else(|| Signals::default().affirm_intents),
+            deny_intents: consent
+                .and_then(|c| c.deny_intents.clone())
+                .unwrap_or_else(|| Signals::default().deny_intents),
+            confirm_slot: args
+                .confirm_slot
+                .clone()
+                .or_else(|| consent.and_then(|c| c.confirm_slot.clone()))
+                .filter(|s| !s.is_empty()),
+        };
+        if let Some(both) = signals
+            .affirm_intents
+            .iter()
+            .find(|i| signals.deny_intents.contains(i))
+        {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.consent",
+                format!("`{both}` is both an affirm and a deny intent"),
+            ));
+        }
+        Ok(Self {
+            host: args.host.clone().unwrap_or_else(|| "0.0.0.0".to_owned()),
+            port: args.port.unwrap_or(5055),
+            server: ServerSettings {
+                limits,
+                body_budget,
+                auth_token: args
+                    .auth_token
+                    .clone()
+                    .or_else(|| action_endpoint.and_then(|a| a.token.clone()))
+                    .filter(|t| !t.is_empty()),
+                token_name: args
+                    .token_name
+                    .clone()
+                    .or_else(|| server.and_then(|s| s.token_name.clone()))
+                    .or_else(|| action_endpoint.and_then(|a| a.token_name.clone()))
+                    .unwrap_or_else(|| "token".to_owned()),
+                cors,
+                workers: args
+                    .workers
+                    .or_else(|| server.and_then(|s| s.workers))
+                    .unwrap_or(0),
+                ..ServerSettings::default()
+            },
+            tls: args.ssl_certificate.clone().zip(args.ssl_keyfile.clone()),
+            subscriptions_url,
+            subscriptions_token: args
+                .subscriptions_token
+                .clone()
+                .or_else(|| subs.and_then(|s| s.token.clone())),
+            subscriptions_timeout: Duration::from_secs_f64(timeout),
+            subscriptions_max_in_flight: max_in_flight,
+            embedded_port: args
+                .embedded_service_port
+                .or_else(|| embedded_section.and_then(|e| e.port))
+                .unwrap_or(5056),
+            embedded_seed,
+            embedded_command_delay: Duration::from_millis(
+                args.embedded_command_delay_ms
+                    .or_else(|| embedded_section.and_then(|e| e.command_delay_ms))
+                    .unwrap_or(0),
+            ),
+            data_dir,
+            database_url,
+            consent: ConsentConfig {
+                confirm_response: consent
+                    .and_then(|c| c.confirm_response.clone())
+                    .unwrap_or_else(|| ConsentConfig::default().confirm_response),
+                window: Duration::from_secs(
+                    args.confirmation_window
+                        .or_else(|| consent.and_then(|c| c.window_secs))
+                        .unwrap_or(600),
+                ),
+                clock_skew: Duration::from_secs(
+                    args.clock_skew
+                        .or_else(|| consent.and_then(|c| c.clock_skew_secs))
+                        .unwrap_or(5),
+                ),
+                signals,
+                question: args
+                    .consent_question
+                    .or_else(|| consent.and_then(|c| c.question))
+                    .unwrap_or_default(),
+                identity: IdentityConfig {
+                    account_key: args
+                        .account_key
+                        .clone()
+                        .or_else(|| consent.and_then(|c| c.account_key.clone()))
+                        .unwrap_or_else(|| "account_id".to_owned()),
+                    signing_secret: args
+                        .signing_secret
+                        .clone()
+                        .or_else(|| consent.and_then(|c| c.signing_secret.clone()))
+                        .filter(|s| !s.is_empty()),
+                    claim: consent
+                        .and_then(|c| c.account_claim.clone())
+                        .unwrap_or_else(|| "sub".to_owned()),
+                },
+                rate: RateLimit {
+                    capacity,
+                    per_second: per_hour / 3600.0,
+                },
+                in_flight_wait: Duration::from_secs_f64(timeout + 5.0),
+                unknown_grace: Duration::from_secs_f64((timeout * 4.0).max(60.0)),
+                ..ConsentConfig::default()
+            },
+            audit_retention: Duration::from_secs(
+                86_400
+                    * args
+                        .audit_retention_days
+                        .or_else(|| {
+                            section
+                                .and_then(|s| s.audit.as_ref())
+                                .and_then(|a| a.retention_days)
+                        })
+                        .unwrap_or(90),
+            ),
+            reconcile_interval: Duration::from_secs(args.reconcile_interval.max(1)),
+        })
+    }
+}
