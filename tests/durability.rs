@@ -75,6 +75,7 @@ on_both!(
     a_crash_between_sending_and_recording_is_reconciled,
     the_rate_limit_is_shared_by_replicas,
     the_audit_trail_records_every_decision,
+    a_store_the_earlier_migration_runner_made_is_adopted,
 );
 
 fn op(key: &str) -> Operation {
@@ -91,6 +92,57 @@ fn op(key: &str) -> Operation {
         created_at: 0,
         updated_at: 0,
     }
+}
+
+/// A store made before sqlx ran the migrations: the schema applied, its versions listed in
+/// `actiongate_migrations`, an operation in it. Two replicas connect at once: sqlx adopts
+/// the versions instead of applying them again, and the rows and the index are as they
+/// were.
+async fn a_store_the_earlier_migration_runner_made_is_adopted(backend: Backend) {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let url = database_url(backend, dir.path()).await;
+    let (schema, index) = match backend {
+        Backend::Sqlite => (
+            include_str!("../migrations/sqlite/0001_schema.sql"),
+            include_str!("../migrations/sqlite/0002_open_per_subscription.sql"),
+        ),
+        Backend::Postgres => (
+            include_str!("../migrations/postgres/0001_schema.sql"),
+            include_str!("../migrations/postgres/0002_open_per_subscription.sql"),
+        ),
+    };
+    sqlx::any::install_default_drivers();
+    let raw = url.replacen("sqlite:", "sqlite://", 1)
+        + if url.starts_with("sqlite:") {
+            "?mode=rwc"
+        } else {
+            ""
+        };
+    let mut conn = sqlx::AnyConnection::connect(&raw).await.unwrap();
+    for sql in [
+        schema,
+        index,
+        "CREATE TABLE actiongate_migrations (version BIGINT PRIMARY KEY)",
+        "INSERT INTO actiongate_migrations (version) VALUES (1), (2)",
+        "INSERT INTO operations VALUES ('k1', 's', 'acct-7', 'WS-SUB-3304', 'stop_renewal', 4, '{}', 'claimed', NULL, 0, 0)",
+    ] {
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+    let (a, b) = tokio::join!(Store::connect(&url), Store::connect(&url));
+    let (a, b) = (a.expect("adopted"), b.expect("adopted"));
+    assert_eq!(
+        a.operation("k1").await.unwrap().unwrap().state,
+        OpState::Claimed
+    );
+    let mut second = op("k2");
+    second.subscription = "WS-SUB-3304".into();
+    assert_eq!(
+        b.claim(&second).await.unwrap(),
+        actiongate::store::Claim::SubscriptionBusy,
+        "the partial unique index still holds"
+    );
 }
 
 async fn concurrent_claims_have_one_winner(backend: Backend) {
