@@ -1,15 +1,15 @@
-//! The webhook protocol over real HTTP, against servers on port 0: PROTOCOL.md section 11
-//! as far as we keep it, the deliberate differences of CONTRACT.md section 0, the real
-//! Rasa 3.6.21 requests, and hostile input (after which the server keeps serving).
-
-mod common;
+//! The webhook protocol over real HTTP, against servers of this crate on port 0 serving
+//! test actions: PROTOCOL.md section 11 as far as we keep it, the deliberate differences of
+//! CONTRACT.md section 0, the real Rasa 3.6.21 requests (tests/fixtures/ at the workspace's
+//! root), and hostile input (after which the server keeps serving).
 
 use std::io::Write;
 use std::net::TcpListener;
 
-use actiongate::actions::{Action, ActionCall, ActionError, ActionResult, Dispatcher, Registry};
-use actionserver::ServerSettings;
-use actionserver::{Message, OutEvent, Tracker, WebhookRequest};
+use actionserver::{
+    Action, ActionCall, ActionError, ActionResult, Dispatcher, Message, OutEvent, Registry,
+    ServerSettings, Tracker, WebhookRequest,
+};
 use serde_json::{json, Value};
 
 /// Counts the events it was given and says so in a slot (and a message).
@@ -84,7 +84,7 @@ struct Server {
 }
 
 async fn spawn(adjust: impl FnOnce(&mut ServerSettings)) -> Server {
-    actiongate::telemetry::install_crypto();
+    testkit::install_crypto();
     let mut settings = ServerSettings {
         handle_signals: false,
         workers: 2,
@@ -699,7 +699,7 @@ async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_ones() {
 fn the_real_rasa_requests_parse_and_serialise_back_without_loss() {
     for name in ["select_request.json", "apply_request.json"] {
         let path = format!(
-            "{}/tests/fixtures/rasa-3.6.21/{name}",
+            "{}/../../tests/fixtures/rasa-3.6.21/{name}",
             env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(path).unwrap();
@@ -727,7 +727,7 @@ fn the_real_rasa_requests_parse_and_serialise_back_without_loss() {
         );
     }
     let text = std::fs::read_to_string(format!(
-        "{}/tests/fixtures/rasa-3.6.21/apply_request.json",
+        "{}/../../tests/fixtures/rasa-3.6.21/apply_request.json",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
@@ -740,7 +740,7 @@ fn the_real_rasa_requests_parse_and_serialise_back_without_loss() {
 #[tokio::test]
 async fn a_tracker_of_ten_thousand_events_is_served() {
     let s = spawn(|_| {}).await;
-    let mut c = common::Chat::new("big", Some("acct-7"));
+    let mut c = testkit::Chat::new("big", Some("acct-7"));
     while c.events.len() < 10_000 {
         c.user("tell me more", "chitchat", &[]);
         c.action("utter_chitchat");
