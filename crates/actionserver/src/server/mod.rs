@@ -1,22 +1,20 @@
-//! The HTTP server: routes, body decoding, authentication, CORS, metrics, and the one
-//! place where errors become status codes.
+//! The HTTP server: its settings, the routes and their handlers, and authentication. Body
+//! decoding ([`body`]), CORS ([`cors`]), the domain cache, the request's span and metrics
+//! (`middleware`, [`metrics`]) and the one place where errors become status codes
+//! ([`errors`]) live beside it.
 //!
 //! The caller binds the listener, so tests serve on port 0 (see [`serve`]).
 
 use std::collections::HashMap;
 use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use actix_web::body::MessageBody;
-use actix_web::dev::{Server, ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderValue};
-use actix_web::middleware::{from_fn, Next};
+use actix_web::dev::Server;
+use actix_web::http::header;
+use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer, Route};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tracing::Instrument;
 
 use crate::action::{ActionCall, ActionError, Dispatcher, Registry};
 use crate::protocol::request::ActionNameOnly;
@@ -24,13 +22,17 @@ use crate::protocol::{ActionResponse, WebhookRequest};
 
 pub mod body;
 pub mod cors;
+mod domain;
 pub mod errors;
 pub mod metrics;
+mod middleware;
 
 pub use body::{BodyBudget, BodyLimits, DEFAULT_BODY_BUDGET};
 pub use cors::CorsPolicy;
+use domain::DomainCache;
 pub use errors::ApiError;
 use metrics::Metrics;
+use middleware::{cors_and_preflight, observe};
 
 /// How the server treats requests, independent of which actions it serves.
 #[derive(Debug, Clone)]
@@ -63,79 +65,6 @@ impl Default for ServerSettings {
             shutdown_timeout: 30,
             handle_signals: true,
         }
-    }
-}
-
-/// Domains by digest. Rasa Pro sends only the digest once the server has seen the domain.
-#[derive(Default)]
-struct DomainCache {
-    by_digest: Mutex<HashMap<String, Arc<Value>>>,
-    /// The last non-empty domain, for a request that sends `domain: {}` (as rasa-sdk does).
-    last: Mutex<Option<Arc<Value>>>,
-    /// The text of the last domain parsed, and what it parsed to: Rasa 3.x sends the same
-    /// domain with every call and no digest, so comparing the text (a memcmp) spares
-    /// parsing it again.
-    last_text: Mutex<Option<(Box<str>, Arc<Value>)>>,
-}
-
-/// At most this many domains are kept (one per assistant version in practice).
-const DOMAIN_CACHE_SIZE: usize = 32;
-
-impl DomainCache {
-    /// The domain the action gets, or `None` when it must be asked for (449).
-    fn resolve(
-        &self,
-        request: &WebhookRequest<'_>,
-    ) -> Result<Option<Arc<Value>>, serde_json::Error> {
-        let digest = request.domain_digest.as_deref().filter(|d| !d.is_empty());
-        if let Some(raw) = &request.domain {
-            let seen = self.last_text.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, domain)) = seen.as_ref().filter(|(text, _)| **text == *raw.get()) {
-                let domain = domain.clone();
-                drop(seen);
-                return Ok(Some(self.keep(domain, digest)));
-            }
-        }
-        let given: Option<Value> = match &request.domain {
-            Some(raw) => Some(serde_json::from_str(raw.get())?),
-            None => None,
-        };
-        match given {
-            Some(Value::Object(map)) if !map.is_empty() => {
-                let domain = Arc::new(Value::Object(map));
-                if let Some(raw) = &request.domain {
-                    *self.last_text.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some((raw.get().into(), domain.clone()));
-                }
-                Ok(Some(self.keep(domain, digest)))
-            }
-            Some(Value::Object(_)) => Ok(self
-                .cached(digest)
-                .or_else(|| self.last.lock().unwrap_or_else(|e| e.into_inner()).clone())),
-            Some(Value::Null) | None => Ok(self.cached(digest)),
-            Some(other) => Ok(Some(Arc::new(other))),
-        }
-    }
-
-    /// Remembers a non-empty domain: under its digest (when it came with one), and as the
-    /// last one.
-    fn keep(&self, domain: Arc<Value>, digest: Option<&str>) -> Arc<Value> {
-        if let Some(digest) = digest {
-            let mut cache = self.by_digest.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.len() >= DOMAIN_CACHE_SIZE && !cache.contains_key(digest) {
-                cache.clear();
-            }
-            if !cache.get(digest).is_some_and(|d| Arc::ptr_eq(d, &domain)) {
-                cache.insert(digest.to_owned(), domain.clone());
-            }
-        }
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(domain.clone());
-        domain
-    }
-
-    fn cached(&self, digest: Option<&str>) -> Option<Arc<Value>> {
-        let cache = self.by_digest.lock().unwrap_or_else(|e| e.into_inner());
-        cache.get(digest?).cloned()
     }
 }
 
@@ -214,113 +143,6 @@ fn endpoint(cfg: &mut web::ServiceConfig, path: &str, allowed: &'static str, rou
             move || async move { Err::<HttpResponse, _>(ApiError::MethodNotAllowed(allowed)) },
         )));
     }
-}
-
-/// One span per request, with the action, sender, status and duration; and the metrics.
-async fn observe(
-    req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let started = Instant::now();
-    let span = tracing::info_span!(
-        "request",
-        method = %req.method(),
-        path = %req.path(),
-        action = tracing::field::Empty,
-        sender = tracing::field::Empty,
-        status = tracing::field::Empty,
-        ms = tracing::field::Empty,
-    );
-    let state = req.app_data::<web::Data<AppState>>().cloned();
-    let res = next.call(req).instrument(span.clone()).await?;
-    let status = res.status().as_u16();
-    let elapsed = started.elapsed();
-    let route = route_label(res.request().path());
-    let action = res
-        .request()
-        .extensions()
-        .get::<CallInfo>()
-        .map_or("", |c| c.action);
-    span.record("status", status);
-    span.record("ms", elapsed.as_secs_f64() * 1000.0);
-    span.in_scope(|| tracing::info!("served"));
-    if let Some(state) = state {
-        state.metrics.record(route, action, status, elapsed);
-    }
-    Ok(res)
-}
-
-/// The metrics label of a path: one of the routes (a trailing slash is the same route, as
-/// rasa-sdk has it), or `<unmatched>`.
-fn route_label(path: &str) -> &'static str {
-    match path.strip_suffix('/').unwrap_or(path) {
-        "/webhook" => "/webhook",
-        "/health" => "/health",
-        "/actions" => "/actions",
-        "/metrics" => "/metrics",
-        _ => "<unmatched>",
-    }
-}
-
-/// OPTIONS on any path is answered before routing; CORS headers on every answer.
-async fn cors_and_preflight(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
-        return Ok(next.call(req).await?.map_into_boxed_body());
-    };
-    let policy = &state.settings.cors;
-    let preflight = req.method() == actix_web::http::Method::OPTIONS;
-    if !preflight && !policy.is_enabled() {
-        return Ok(next.call(req).await?.map_into_boxed_body());
-    }
-    let allow = {
-        let origins: Vec<&str> = req
-            .headers()
-            .get_all(header::ORIGIN)
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        policy.allow_origin(&origins)
-    };
-    let mut res = if preflight {
-        let mut preflight = HttpResponse::Ok();
-        if allow.is_some() {
-            let method = req
-                .headers()
-                .get(header::ACCESS_CONTROL_REQUEST_METHOD)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            if cors::ALLOW_METHODS.split(", ").any(|m| m == method) {
-                preflight
-                    .insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, cors::ALLOW_METHODS));
-                if let Some(requested) = req
-                    .headers()
-                    .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
-                    .and_then(|v| v.to_str().ok())
-                {
-                    preflight.insert_header((
-                        header::ACCESS_CONTROL_ALLOW_HEADERS,
-                        cors::allow_headers(requested),
-                    ));
-                }
-            }
-        }
-        req.into_response(preflight.finish())
-    } else {
-        next.call(req).await?.map_into_boxed_body()
-    };
-    if let Some(origin) = allow {
-        if let Ok(value) = HeaderValue::from_str(&origin) {
-            res.headers_mut()
-                .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
-            if policy.varies() {
-                res.headers_mut()
-                    .insert(header::VARY, HeaderValue::from_static("Origin"));
-            }
-        }
-    }
-    Ok(res)
 }
 
 impl AppState {
@@ -476,45 +298,4 @@ async fn webhook(
         events,
         responses: dispatcher.into_messages(),
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(body: &str) -> WebhookRequest<'_> {
-        WebhookRequest::parse(body.as_bytes()).unwrap().unwrap()
-    }
-
-    #[test]
-    fn the_same_domain_text_is_parsed_once_and_a_new_one_replaces_it() {
-        let cache = DomainCache::default();
-        let a = r#"{"next_action": "x", "domain": {"responses": {"utter_q": [{"text": "one"}]}}}"#;
-        let first = cache.resolve(&request(a)).unwrap().unwrap();
-        let again = cache.resolve(&request(a)).unwrap().unwrap();
-        assert!(Arc::ptr_eq(&first, &again), "the cached parse is reused");
-        let b = r#"{"next_action": "x", "domain": {"responses": {"utter_q": [{"text": "two"}]}}}"#;
-        let changed = cache.resolve(&request(b)).unwrap().unwrap();
-        assert_eq!(changed["responses"]["utter_q"][0]["text"], "two");
-        // Digest only, after a domain came with that digest: the cached one.
-        let with_digest = r#"{"next_action": "x", "domain_digest": "D", "domain": {"responses": {"utter_q": [{"text": "one"}]}}}"#;
-        let kept = cache.resolve(&request(with_digest)).unwrap().unwrap();
-        assert_eq!(kept, first);
-        let digest_only = cache
-            .resolve(&request(r#"{"next_action": "x", "domain_digest": "D"}"#))
-            .unwrap()
-            .unwrap();
-        assert_eq!(digest_only["responses"]["utter_q"][0]["text"], "one");
-        // An unknown digest and no domain: asked for (449).
-        assert!(cache
-            .resolve(&request(r#"{"next_action": "x", "domain_digest": "E"}"#))
-            .unwrap()
-            .is_none());
-        // `{}` is not a domain to remember: the last one is used.
-        let empty = cache
-            .resolve(&request(r#"{"next_action": "x", "domain": {}}"#))
-            .unwrap()
-            .unwrap();
-        assert_eq!(empty["responses"]["utter_q"][0]["text"], "one");
-    }
 }

@@ -12,15 +12,20 @@ use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{Row, SqlitePool};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+mod faults;
+mod records;
+
 use crate::model::{Change, Note, Subscription};
+use faults::inject_faults;
+pub use faults::Faults;
+use records::{load, open, release_key, save};
 
 /// The demo records shipped with the project (`data/demo_subscriptions.json`).
-pub const DEMO_DATA: &str = include_str!("../../../data/demo_subscriptions.json");
+pub const DEMO_DATA: &str = include_str!("../../../../data/demo_subscriptions.json");
 
 /// How the embedded service is set up.
 #[derive(Debug, Clone)]
@@ -36,38 +41,6 @@ pub struct ServiceSettings {
     pub command_delay: Duration,
     /// Injected misbehaviour, for soak and fault tests; none by default.
     pub faults: Faults,
-}
-
-/// A share of calls answered slowly or with a failure (503), decided per request.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Faults {
-    /// Percentage of calls delayed by `slow`.
-    pub slow_percent: f64,
-    pub slow: Duration,
-    /// Percentage of calls answered 503 without doing anything.
-    pub fail_percent: f64,
-}
-
-impl Faults {
-    fn is_active(&self) -> bool {
-        self.slow_percent > 0.0 || self.fail_percent > 0.0
-    }
-}
-
-/// A small deterministic generator (xorshift), so a soak run's faults are reproducible.
-fn next_percent(state: &std::sync::atomic::AtomicU64) -> f64 {
-    use std::sync::atomic::Ordering;
-    let mut x = state.load(Ordering::Relaxed);
-    loop {
-        let mut y = x;
-        y ^= y << 13;
-        y ^= y >> 7;
-        y ^= y << 17;
-        match state.compare_exchange_weak(x, y, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return (y % 10_000) as f64 / 100.0,
-            Err(now) => x = now,
-        }
-    }
 }
 
 /// Why the service could not start.
@@ -87,72 +60,6 @@ struct State {
     command_delay: Duration,
     faults: Faults,
     dice: std::sync::atomic::AtomicU64,
-}
-
-/// Opens (and seeds, when empty) the service's database.
-async fn open(settings: &ServiceSettings) -> Result<SqlitePool, ServiceStartError> {
-    let options = SqliteConnectOptions::new()
-        .filename(&settings.database)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        // WAL with NORMAL sync: a crash of the process loses nothing committed; only a
-        // power loss may lose the last transactions. Enough for the embedded service, and
-        // it spares an fsync per command.
-        .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(10));
-    // One connection: every command is serialised, which is what makes If-Match and the
-    // idempotency record checks atomic.
-    let db = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await?;
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS records (id TEXT PRIMARY KEY, account TEXT NOT NULL, body TEXT NOT NULL)",
-    )
-    .execute(&db)
-    .await?;
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS changes (request_key TEXT PRIMARY KEY, body_hash TEXT NOT NULL, \
-         state TEXT NOT NULL, response TEXT)",
-    )
-    .execute(&db)
-    .await?;
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM records")
-        .fetch_one(&db)
-        .await?;
-    if count == 0 {
-        if let Some(seed) = &settings.seed {
-            let records: Vec<Subscription> = serde_json::from_str(seed)?;
-            for record in records {
-                save(&db, &record).await?;
-            }
-        }
-    }
-    Ok(db)
-}
-
-async fn save<'e, E: sqlx::SqliteExecutor<'e>>(
-    db: E,
-    record: &Subscription,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO records (id, account, body) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET account = excluded.account, body = excluded.body")
-        .bind(&record.id)
-        .bind(&record.account)
-        .bind(serde_json::to_string(record).expect("a record serialises"))
-        .execute(db)
-        .await?;
-    Ok(())
-}
-
-async fn load<'e, E: sqlx::SqliteExecutor<'e>>(
-    db: E,
-    id: &str,
-) -> Result<Option<Subscription>, sqlx::Error> {
-    let row = sqlx::query("SELECT body FROM records WHERE id = ?")
-        .bind(id)
-        .fetch_optional(db)
-        .await?;
-    Ok(row.map(|r| serde_json::from_str(r.get::<&str, _>(0)).expect("stored records are valid")))
 }
 
 /// Starts the service on a bound listener.
@@ -194,31 +101,6 @@ pub async fn serve(
     .listen(listener)?
     .run();
     Ok(server)
-}
-
-/// Slows or fails a share of the calls (never the administration route).
-async fn inject_faults(
-    req: actix_web::dev::ServiceRequest,
-    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    let state = req.app_data::<web::Data<State>>().cloned();
-    if let Some(state) =
-        state.filter(|s| s.faults.is_active() && req.method() != actix_web::http::Method::PUT)
-    {
-        let roll = next_percent(&state.dice);
-        if roll < state.faults.fail_percent {
-            let response = error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "injected failure",
-            );
-            return Ok(req.into_response(response));
-        }
-        if roll < state.faults.fail_percent + state.faults.slow_percent {
-            tokio::time::sleep(state.faults.slow).await;
-        }
-    }
-    Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
@@ -547,14 +429,6 @@ async fn finish_change(
 }
 
 /// Drops a key's in-flight claim (never a done change, which must keep replaying).
-async fn release_key<'e, E: sqlx::SqliteExecutor<'e>>(db: E, key: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM changes WHERE request_key = ? AND state = 'in_flight'")
-        .bind(key)
-        .execute(db)
-        .await?;
-    Ok(())
-}
-
 async fn get_change(
     req: HttpRequest,
     state: web::Data<State>,
