@@ -3,7 +3,7 @@
 # transport ceiling), side by side, with the same `count_events` action and realistic Rasa
 # webhook bodies of 10, 1,000 and 10,000 events; then the apply path end to end
 # ("apply (replayed)": a confirmed apply_subscription_change answered from the store;
-# "select → apply": a new change every time, examples/apply_load.rs). It ends with the
+# "select → apply": a new change every time, crates/tools/examples/apply_load.rs). It ends with the
 # figures checked against the performance targets.
 #
 # Usage: bench/run.sh [--quick] [--duration SECONDS] [--runs N] [--warmup SECONDS]
@@ -421,7 +421,7 @@ EOF
     cleanup
 
     # Every request a new change: select, the question and a "yes", apply; closed loop with
-    # as many customers as wrk has connections (examples/apply_load.rs), RUNS runs, median.
+    # as many customers as wrk has connections (crates/tools/examples/apply_load.rs), RUNS runs, median.
     APPLY_SERVICE_PORT=$(free_port)
     port=$(free_port)
     pid=$(start apply-load "$port")
@@ -563,7 +563,7 @@ wrk at {os.environ.get('NICE_NOTE', 'nice 0')}.
   apply_subscription_change posted again and again, answered from the store.
 - `select → apply`: `actiongate serve` with the embedded service, every iteration a new
   change (select, the question, "yes", apply: every check, the command, the store, the
-  audit trail) for {conns} customers at once in a closed loop (examples/apply_load.rs);
+  audit trail) for {conns} customers at once in a closed loop (crates/tools/examples/apply_load.rs);
   req/s is changes per second, the latencies are of the pair, CPU is per change.
 
 Produced by `bench/run.sh`.

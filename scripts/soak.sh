@@ -5,7 +5,7 @@
 #   bash scripts/soak.sh [--duration SECS] [--rate PER_SEC]    (default 120 s at 200/s)
 #
 # Builds in release mode, starts the subscription service (with its injected faults) and
-# actiongate on loopback, runs examples/soak.rs, stops both. Passes when nothing fails
+# actiongate on loopback, runs crates/tools/examples/soak.rs, stops both. Passes when nothing fails
 # unexpectedly, no change is doubled, and the server's RSS stays flat.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -1,4 +1,4 @@
-"""The benchmark's action for rasa-sdk: the same `count_events` as examples/bench_server.rs.
+"""The benchmark's action for rasa-sdk: the same `count_events` as crates/actionserver/examples/bench_server.rs.
 
 Start with: python -m rasa_sdk --actions bench.rasa_sdk_actions -p PORT (from the repo root).
 """

@@ -227,7 +227,9 @@ pub fn check_conversation(
         .conversation
         .question
         .clone()
-        .filter(|q| contains_whole(&q.text, &terms.tag) && asked_with("change_tag", &terms.tag))
+        .filter(|q| {
+            contains_whole(&q.text, &terms.tag) && asked_with(change_memory::TAG, &terms.tag)
+        })
         .ok_or(Outcome::blocked(Reason::NotAsked))?;
     // 6. The customer replied to it.
     let reply = inputs
@@ -252,9 +254,9 @@ pub fn check_conversation(
                 .is_some_and(|text| text.trim_end() == question.text.trim_end())
         })
     });
-    let same_terms = asked_with("change_label", &terms.label)
-        && asked_with("change_effective", &terms.effective)
-        && asked_with("change_entitlements", &terms.entitlements);
+    let same_terms = asked_with(change_memory::LABEL, &terms.label)
+        && asked_with(change_memory::EFFECTIVE, &terms.effective)
+        && asked_with(change_memory::ENTITLEMENTS, &terms.entitlements);
     if !(read_out && rendered && same_terms) {
         return Err(Outcome::blocked(Reason::QuestionIncomplete));
     }
@@ -525,18 +527,22 @@ impl Guard {
         Ok(outcome)
     }
 
-    /// Steps 11 to 15, once the conversation checks passed.
+    /// Steps 11 to 15, once the conversation checks passed, with the repeat rules of
+    /// CONTRACT.md section 4 where they apply:
+    ///
+    /// - R1. A repeat (the request key has an operation) gets the first call's outcome;
+    ///   steps 11 to 14 are skipped, since the change itself has moved the record on.
+    /// - R2. While another operation of this subscription has an unknown outcome, nothing
+    ///   is sent for it: `pending_verification`.
+    /// - R3. A repeat that raced this call to the claim (or applied the change, moving the
+    ///   record on, while this call read it) is R1 after all.
     async fn decide(
         &self,
         confirmation: Confirmation,
         inputs: &ApplyInputs,
     ) -> Result<Outcome, StoreError> {
-        // Recognised right after step 10: a repeat of a confirmation already acted on gets
-        // the first call's outcome, and steps 11 to 14 are skipped, since the change itself
-        // has moved the record on.
-        // While a command for this subscription has an unknown outcome, nothing else is
-        // sent for it (the claim below enforces it atomically; asking here, in the same
-        // query, answers before the service is read).
+        // R1 and R2, right after step 10, in one query (the claim below enforces R2
+        // atomically; asking here answers before the service is read).
         let key = &confirmation.request_key;
         let (mine, open) = self
             .store
@@ -552,8 +558,9 @@ impl Guard {
         let current = match self.read_and_compare(&confirmation).await {
             Ok(current) => current,
             Err(refusal) => {
-                // Another delivery of the same "yes" may have claimed and applied it since
-                // the lookup above, moving the record on: then its outcome is the answer.
+                // R3: another delivery of the same "yes" may have claimed and applied it
+                // since the lookup above, moving the record on: then its outcome is the
+                // answer.
                 if let Some(op) = self.store.operation(key).await? {
                     return self.replay(op).await;
                 }
@@ -575,12 +582,12 @@ impl Guard {
         };
         match self.store.claim(&op).await? {
             Claim::Claimed => {}
-            // Another delivery of the same "yes" got here first.
+            // R3: another delivery of the same "yes" got here first.
             Claim::KeyTaken => {
                 let op = self.store.operation(key).await?.unwrap_or(op);
                 return self.replay(op).await;
             }
-            // Another confirmation's command for this subscription is unresolved.
+            // R2: another confirmation's command for this subscription is unresolved.
             Claim::SubscriptionBusy => return Ok(pending()),
         }
         // 14. The account's budget.
