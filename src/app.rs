@@ -7,10 +7,14 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use actionserver::{ActionServer, GrpcTls};
+
 use crate::actions::subscription_actions;
 use crate::cli::ServeArgs;
 use crate::config::ConfigError;
-use crate::config::Settings;
+use crate::config::{GrpcMode, Settings};
 use crate::consent::Guard;
 use crate::store::Store;
 use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
@@ -29,17 +33,43 @@ pub enum StartError {
     Client(#[from] reqwest::Error),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("gRPC: {0}")]
+    Grpc(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
-/// A started server: its port, the embedded service's port (if it runs), and the server
-/// future to await.
+/// A started server: the port Rasa calls, the embedded service's port (if it runs), the
+/// HTTP server future to await (unless gRPC took the port), and the gRPC server (when
+/// served).
 pub struct Started {
     pub port: u16,
     pub embedded_port: Option<u16>,
-    pub server: actix_web::dev::Server,
+    pub http: Option<actix_web::dev::Server>,
+    pub grpc: Option<GrpcRunning>,
     pub store: Store,
+}
+
+/// The gRPC ActionService, running on its own task.
+pub struct GrpcRunning {
+    pub port: u16,
+    stop: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<Result<(), actionserver::GrpcError>>,
+}
+
+impl GrpcRunning {
+    /// Stops accepting; calls in flight finish.
+    pub fn stop(&self) {
+        self.stop.notify_one();
+    }
+
+    /// Until the server has stopped.
+    pub async fn stopped(self) -> Result<(), StartError> {
+        match self.task.await {
+            Ok(result) => result.map_err(|e| StartError::Grpc(e.to_string())),
+            Err(e) => Err(StartError::Grpc(e.to_string())),
+        }
+    }
 }
 
 /// Starts everything `serve` runs: the embedded service (unless a URL is given), the
@@ -89,21 +119,89 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         min_age,
         settings.audit_retention,
     );
-    let registry = subscription_actions(guard);
+    let actions = ActionServer::new(subscription_actions(guard), settings.server.clone());
     let listener = TcpListener::bind((settings.host.as_str(), settings.port))?;
     let port = listener.local_addr()?.port();
-    let tls = match &settings.tls {
-        Some((cert, key)) => Some(tls_config(cert, key)?),
-        None => None,
+    if settings.grpc_client_ca.is_some() && settings.grpc == GrpcMode::Off {
+        return Err(StartError::Tls(
+            "--ssl-ca-file (mutual TLS) applies to gRPC: add --grpc or --grpc-port".into(),
+        ));
+    }
+    let (http, grpc_listener) = match settings.grpc {
+        GrpcMode::Only => (None, Some(listener)),
+        GrpcMode::Off | GrpcMode::Beside(_) => {
+            let tls = match &settings.tls {
+                Some((cert, key)) => Some(tls_config(cert, key)?),
+                None => None,
+            };
+            let second = match settings.grpc {
+                GrpcMode::Beside(grpc_port) => {
+                    Some(TcpListener::bind((settings.host.as_str(), grpc_port))?)
+                }
+                _ => None,
+            };
+            (Some(actions.http(listener, tls)?), second)
+        }
     };
-    let server = actionserver::serve(listener, registry, settings.server.clone(), tls)?;
-    tracing::info!(port, host = %settings.host, store = if store.is_postgres() { "postgres" } else { "sqlite" }, "actiongate listening");
+    let grpc = match grpc_listener {
+        None => None,
+        Some(listener) => Some(start_grpc(&actions, listener, settings)?),
+    };
+    tracing::info!(
+        port,
+        host = %settings.host,
+        transport = match settings.grpc { GrpcMode::Off => "http", GrpcMode::Only => "grpc", GrpcMode::Beside(_) => "http+grpc" },
+        grpc_port = grpc.as_ref().map(|g| g.port),
+        store = if store.is_postgres() { "postgres" } else { "sqlite" },
+        "actiongate listening"
+    );
     Ok(Started {
         port,
         embedded_port,
-        server,
+        http,
+        grpc,
         store,
     })
+}
+
+/// Starts the gRPC ActionService on its own task: stopped by [`GrpcRunning::stop`] or,
+/// when the server handles signals, by SIGTERM/SIGINT.
+fn start_grpc(
+    actions: &ActionServer,
+    listener: TcpListener,
+    settings: &Settings,
+) -> Result<GrpcRunning, StartError> {
+    let port = listener.local_addr()?.port();
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|e| StartError::Tls(format!("{}: {e}", path.display())))
+    };
+    let tls = match &settings.tls {
+        Some((cert, key)) => Some(GrpcTls {
+            certificate: read(cert)?,
+            key: read(key)?,
+            client_ca: settings.grpc_client_ca.as_deref().map(read).transpose()?,
+        }),
+        None => None,
+    };
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = stop.clone();
+    let signals = settings.server.handle_signals;
+    let actions = actions.clone();
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            if signals {
+                tokio::select! {
+                    () = stopped.notified() => {}
+                    () = shutdown_signal() => {}
+                }
+            } else {
+                stopped.notified().await;
+            }
+            tracing::info!("gRPC: stopping; calls in flight finish");
+        };
+        actions.grpc(listener, tls, shutdown).await
+    });
+    Ok(GrpcRunning { port, stop, task })
 }
 
 /// Resolves unknown outcomes and trims the audit trail, in the background.
@@ -143,7 +241,31 @@ fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, StartErro
 pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
     let settings = Settings::resolve(args)?;
     let started = start(&settings).await?;
-    started.server.await?;
+    match (started.http, started.grpc) {
+        (Some(http), Some(grpc)) => {
+            // Either stopping stops both: a signal reaches each, and an error in one
+            // does not leave the other serving alone.
+            let handle = http.handle();
+            let stop_grpc = grpc.stop.clone();
+            let (http, grpc) = tokio::join!(
+                async {
+                    let result = http.await;
+                    stop_grpc.notify_one();
+                    result
+                },
+                async {
+                    let result = grpc.stopped().await;
+                    handle.stop(true).await;
+                    result
+                },
+            );
+            http?;
+            grpc?;
+        }
+        (Some(http), None) => http.await?,
+        (None, Some(grpc)) => grpc.stopped().await?,
+        (None, None) => {}
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -75,6 +75,17 @@ pub struct ServeArgs {
     /// TLS private key (PEM).
     #[arg(long, requires = "ssl_certificate")]
     pub ssl_keyfile: Option<PathBuf>,
+    /// With gRPC over TLS: the CA whose certificates clients must present (mutual TLS,
+    /// Rasa's `ssl_client_cert`/`ssl_client_key`), as rasa-sdk's `--ssl-ca-file`.
+    #[arg(long, requires = "ssl_certificate")]
+    pub ssl_ca_file: Option<PathBuf>,
+    /// Serve Rasa Pro's gRPC ActionService on --port instead of the HTTP webhook, as
+    /// rasa-sdk's `--grpc` (Rasa: `action_endpoint.url: grpc://host:port`).
+    #[arg(long, env = "ACTIONGATE_GRPC")]
+    pub grpc: bool,
+    /// Serve the gRPC ActionService on this port as well, beside the HTTP webhook on --port.
+    #[arg(long, conflicts_with = "grpc")]
+    pub grpc_port: Option<u16>,
     /// Rasa's endpoints.yml; our settings are under its `actiongate:` key.
     #[arg(long, default_value = "endpoints.yml")]
     pub endpoints: PathBuf,

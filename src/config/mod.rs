@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use settings::Settings;
+pub use settings::{GrpcMode, Settings};
 
 /// A configuration problem: which file, which key, what is wrong.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -187,6 +187,15 @@ pub struct ServerSection {
     pub token_name: Option<String>,
     #[serde(default)]
     pub workers: Option<usize>,
+    /// Serve gRPC on the port instead of the HTTP webhook (`--grpc`).
+    #[serde(default)]
+    pub grpc: Option<bool>,
+    /// Serve gRPC on this port as well (`--grpc-port`).
+    #[serde(default)]
+    pub grpc_port: Option<u16>,
+    /// The CA of mutual TLS for gRPC (`--ssl-ca-file`).
+    #[serde(default)]
+    pub ssl_ca_file: Option<PathBuf>,
 }
 
 /// Reads `endpoints.yml`. A missing file is `Ok(None)` only when `required` is false (the

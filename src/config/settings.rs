@@ -18,6 +18,10 @@ pub struct Settings {
     pub port: u16,
     pub server: ServerSettings,
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Whether and where Rasa Pro's gRPC ActionService is served.
+    pub grpc: GrpcMode,
+    /// Mutual TLS for gRPC: the CA client certificates must chain to.
+    pub grpc_client_ca: Option<PathBuf>,
     /// `None`: run the embedded service.
     pub subscriptions_url: Option<String>,
     pub subscriptions_token: Option<String>,
@@ -31,6 +35,17 @@ pub struct Settings {
     pub consent: ConsentConfig,
     pub audit_retention: Duration,
     pub reconcile_interval: Duration,
+}
+
+/// Which transports Rasa can call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrpcMode {
+    /// The HTTP webhook only.
+    Off,
+    /// gRPC on the port, instead of the webhook (`--grpc`, as rasa-sdk's).
+    Only,
+    /// The webhook on the port and gRPC on this one (`--grpc-port`).
+    Beside(u16),
 }
 
 impl Settings {
@@ -205,6 +220,25 @@ impl Settings {
                 ..ServerSettings::default()
             },
             tls: args.ssl_certificate.clone().zip(args.ssl_keyfile.clone()),
+            grpc: match (
+                args.grpc || server.and_then(|s| s.grpc).unwrap_or(false),
+                args.grpc_port.or_else(|| server.and_then(|s| s.grpc_port)),
+            ) {
+                (true, Some(_)) => {
+                    return Err(ConfigError::new(
+                        path,
+                        "actiongate.server.grpc_port",
+                        "gRPC is served either on the port (grpc: true) or beside the webhook (grpc_port), not both",
+                    ))
+                }
+                (true, None) => GrpcMode::Only,
+                (false, Some(port)) => GrpcMode::Beside(port),
+                (false, None) => GrpcMode::Off,
+            },
+            grpc_client_ca: args
+                .ssl_ca_file
+                .clone()
+                .or_else(|| server.and_then(|s| s.ssl_ca_file.clone())),
             subscriptions_url,
             subscriptions_token: args
                 .subscriptions_token

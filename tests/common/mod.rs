@@ -22,6 +22,8 @@ pub struct TestApp {
     pub dir: tempfile::TempDir,
     pub handle: actix_web::dev::ServerHandle,
     pub store: actiongate::store::Store,
+    /// The gRPC ActionService, when the app serves it beside the webhook (`--grpc-port`).
+    pub grpc: Option<actiongate::app::GrpcRunning>,
 }
 
 impl std::ops::Deref for TestApp {
@@ -71,8 +73,9 @@ pub async fn spawn_app_with(extra: &[&str], adjust: impl FnOnce(&mut Settings)) 
 
 pub async fn spawn_settings(settings: Settings, dir: tempfile::TempDir) -> TestApp {
     let started = app::start(&settings).await.expect("the app starts");
-    let handle = started.server.handle();
-    tokio::spawn(started.server);
+    let http = started.http.expect("the webhook is served");
+    let handle = http.handle();
+    tokio::spawn(http);
     let service_url = match started.embedded_port {
         Some(port) => format!("http://127.0.0.1:{port}"),
         None => settings.subscriptions_url.clone().unwrap(),
@@ -87,6 +90,7 @@ pub async fn spawn_settings(settings: Settings, dir: tempfile::TempDir) -> TestA
         dir,
         handle,
         store: started.store,
+        grpc: started.grpc,
     }
 }
 
@@ -122,5 +126,14 @@ impl TestApp {
 
     pub async fn stop(&self) {
         self.handle.stop(false).await;
+        if let Some(grpc) = &self.grpc {
+            grpc.stop();
+        }
+    }
+
+    /// The gRPC endpoint, when served (`--grpc-port 0`).
+    pub fn grpc_url(&self) -> String {
+        let port = self.grpc.as_ref().expect("the app serves gRPC").port;
+        format!("http://127.0.0.1:{port}")
     }
 }

@@ -33,12 +33,19 @@
 //! ```
 
 mod action;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod protocol;
 mod server;
 
 pub use action::{
     Action, ActionCall, ActionError, ActionResult, Dispatcher, DuplicateAction, RegisteredAction,
     Registry,
+};
+#[cfg(feature = "grpc")]
+pub use grpc::{
+    convert as grpc_convert, proto as grpc_proto, status_of as grpc_status_of, GrpcError, GrpcTls,
+    HEALTH_SERVICE_NAME,
 };
 pub use protocol::events::{
     ActionExecuted, BotUttered, EntitiesAdded, LoopInterrupted, Marker, Named, Reminder, SlotSet,
@@ -50,5 +57,6 @@ pub use protocol::{
 };
 pub use server::body::decode as decode_body;
 pub use server::{
-    serve, ApiError, BodyBudget, BodyLimits, CorsPolicy, ServerSettings, DEFAULT_BODY_BUDGET,
+    serve, ActionServer, ApiError, BodyBudget, BodyLimits, CorsPolicy, ServerSettings,
+    DEFAULT_BODY_BUDGET,
 };

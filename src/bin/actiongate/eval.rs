@@ -23,8 +23,9 @@ impl Arena for Fresh {
         let started = app::start(&settings)
             .await
             .map_err(|e| EvalError::Start(e.to_string()))?;
-        let handle = started.server.handle();
-        tokio::spawn(started.server);
+        let http = started.http.expect("the webhook is served");
+        let handle = http.handle();
+        tokio::spawn(http);
         let service = started
             .embedded_port
             .expect("the eval runs the embedded service");

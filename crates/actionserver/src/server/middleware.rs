@@ -10,7 +10,7 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpResponse};
 use tracing::Instrument;
 
-use super::{cors, AppState, CallInfo};
+use super::{cors, CallInfo, Core};
 
 /// One span per request, with the action, sender, status and duration; and the metrics.
 pub(super) async fn observe(
@@ -27,7 +27,7 @@ pub(super) async fn observe(
         status = tracing::field::Empty,
         ms = tracing::field::Empty,
     );
-    let state = req.app_data::<web::Data<AppState>>().cloned();
+    let state = req.app_data::<web::Data<Core>>().cloned();
     let res = next.call(req).instrument(span.clone()).await?;
     let status = res.status().as_u16();
     let elapsed = started.elapsed();
@@ -63,7 +63,7 @@ pub(super) async fn cors_and_preflight(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+    let Some(state) = req.app_data::<web::Data<Core>>().cloned() else {
         return Ok(next.call(req).await?.map_into_boxed_body());
     };
     let policy = &state.settings.cors;

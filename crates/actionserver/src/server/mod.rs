@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::TcpListener;
+use std::sync::Arc;
 
 use actix_web::dev::Server;
 use actix_web::http::header;
@@ -68,70 +69,101 @@ impl Default for ServerSettings {
     }
 }
 
-struct AppState {
-    registry: Registry,
-    settings: ServerSettings,
+/// What every transport shares: the actions, the settings, the token, the domain cache,
+/// the metrics and the body budget. HTTP and gRPC served at once share one.
+pub(crate) struct Core {
+    pub(crate) registry: Registry,
+    pub(crate) settings: ServerSettings,
     /// SHA-256 of the token: comparing digests keeps the comparison constant-time even
     /// for tokens of different lengths.
     token_digest: Option<[u8; 32]>,
     domains: DomainCache,
-    metrics: Metrics,
-    budget: BodyBudget,
+    pub(crate) metrics: Metrics,
+    pub(crate) budget: BodyBudget,
 }
 
-/// The action name and sender of a webhook call, for the request's span and metrics.
+/// The action name of a call, for the request's span and metrics.
 #[derive(Clone)]
-struct CallInfo {
-    action: &'static str,
+pub(crate) struct CallInfo {
+    pub(crate) action: &'static str,
 }
 
-/// Starts serving on a bound listener. The returned server runs until stopped (its
-/// handle) or, with `handle_signals`, until SIGTERM/SIGINT: then it stops accepting, and
-/// in-flight requests get `shutdown_timeout` seconds to finish.
+/// The actions and how they are served, ready for one or more transports: [`http`]
+/// (Rasa's webhook) and, with the `grpc` feature, [`grpc`](ActionServer::grpc) (Rasa Pro's
+/// ActionService). The transports share one executor: the same domain cache, token,
+/// limits and metrics.
+///
+/// [`http`]: ActionServer::http
+#[derive(Clone)]
+pub struct ActionServer {
+    pub(crate) core: Arc<Core>,
+}
+
+impl ActionServer {
+    pub fn new(registry: Registry, settings: ServerSettings) -> Self {
+        let token_digest = settings
+            .auth_token
+            .as_ref()
+            .map(|t| Sha256::digest(t.as_bytes()).into());
+        Self {
+            core: Arc::new(Core {
+                registry,
+                token_digest,
+                domains: DomainCache::default(),
+                budget: BodyBudget::new(settings.body_budget),
+                metrics: Metrics::default(),
+                settings,
+            }),
+        }
+    }
+
+    /// Serves the webhook on a bound listener; see [`serve`].
+    pub fn http(
+        &self,
+        listener: TcpListener,
+        tls: Option<rustls::ServerConfig>,
+    ) -> std::io::Result<Server> {
+        let settings = self.core.settings.clone();
+        let state = web::Data::from(self.core.clone());
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .wrap(from_fn(cors_and_preflight))
+                .wrap(from_fn(observe))
+                .configure(|cfg| endpoint(cfg, "/webhook", "POST", || web::post().to(webhook)))
+                .configure(|cfg| endpoint(cfg, "/health", "GET", || web::get().to(health)))
+                .configure(|cfg| endpoint(cfg, "/actions", "GET", || web::get().to(actions)))
+                .configure(|cfg| endpoint(cfg, "/metrics", "GET", || web::get().to(metrics)))
+                .default_service(web::to(|| async {
+                    Err::<HttpResponse, _>(ApiError::NotFound)
+                }))
+        })
+        .shutdown_timeout(settings.shutdown_timeout)
+        .keep_alive(std::time::Duration::from_secs(120));
+        if settings.workers > 0 {
+            server = server.workers(settings.workers);
+        }
+        if !settings.handle_signals {
+            server = server.disable_signals();
+        }
+        let server = match tls {
+            Some(config) => server.listen_rustls_0_23(listener, config)?,
+            None => server.listen(listener)?,
+        };
+        Ok(server.run())
+    }
+}
+
+/// Starts serving the webhook on a bound listener. The returned server runs until stopped
+/// (its handle) or, with `handle_signals`, until SIGTERM/SIGINT: then it stops accepting,
+/// and in-flight requests get `shutdown_timeout` seconds to finish.
 pub fn serve(
     listener: TcpListener,
     registry: Registry,
     settings: ServerSettings,
     tls: Option<rustls::ServerConfig>,
 ) -> std::io::Result<Server> {
-    let token_digest = settings
-        .auth_token
-        .as_ref()
-        .map(|t| Sha256::digest(t.as_bytes()).into());
-    let state = web::Data::new(AppState {
-        registry,
-        token_digest,
-        domains: DomainCache::default(),
-        budget: BodyBudget::new(settings.body_budget),
-        metrics: Metrics::default(),
-        settings: settings.clone(),
-    });
-    let mut server = HttpServer::new(move || {
-        App::new()
-            .app_data(state.clone())
-            .wrap(from_fn(cors_and_preflight))
-            .wrap(from_fn(observe))
-            .configure(|cfg| endpoint(cfg, "/webhook", "POST", || web::post().to(webhook)))
-            .configure(|cfg| endpoint(cfg, "/health", "GET", || web::get().to(health)))
-            .configure(|cfg| endpoint(cfg, "/actions", "GET", || web::get().to(actions)))
-            .configure(|cfg| endpoint(cfg, "/metrics", "GET", || web::get().to(metrics)))
-            .default_service(web::to(|| async {
-                Err::<HttpResponse, _>(ApiError::NotFound)
-            }))
-    })
-    .shutdown_timeout(settings.shutdown_timeout)
-    .keep_alive(std::time::Duration::from_secs(120));
-    if settings.workers > 0 {
-        server = server.workers(settings.workers);
-    }
-    if !settings.handle_signals {
-        server = server.disable_signals();
-    }
-    let server = match tls {
-        Some(config) => server.listen_rustls_0_23(listener, config)?,
-        None => server.listen(listener)?,
-    };
-    Ok(server.run())
+    ActionServer::new(registry, settings).http(listener, tls)
 }
 
 /// Registers `path` and `path/` (the same route, as rasa-sdk has it) as two resources
@@ -145,19 +177,28 @@ fn endpoint(cfg: &mut web::ServiceConfig, path: &str, allowed: &'static str, rou
     }
 }
 
-impl AppState {
+impl Core {
     /// The action's label for metrics: its name when the server has it, `<unknown>`
     /// otherwise, so callers can't grow the metrics with names of their own.
-    fn call_info(&self, name: &str) -> CallInfo {
+    pub(crate) fn call_info(&self, name: &str) -> CallInfo {
         let action = self.registry.get(name).map_or("<unknown>", |a| a.name());
         CallInfo { action }
     }
 
+    /// Whether one of the tokens given is the configured one (always, when none is
+    /// configured). Constant-time.
+    pub(crate) fn token_accepted<'a>(&self, given: impl IntoIterator<Item = &'a str>) -> bool {
+        let Some(expected) = &self.token_digest else {
+            return true;
+        };
+        given.into_iter().any(|given| {
+            let digest: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+            bool::from(digest.ct_eq(expected))
+        })
+    }
+
     /// The token, from Rasa's query parameter or `Authorization: Bearer`.
     fn authorize(&self, req: &HttpRequest) -> Result<(), ApiError> {
-        let Some(expected) = &self.token_digest else {
-            return Ok(());
-        };
         let from_query = web::Query::<HashMap<String, String>>::from_query(req.query_string())
             .ok()
             .and_then(|q| q.get(&self.settings.token_name).cloned());
@@ -167,18 +208,83 @@ impl AppState {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(|t| t.trim().to_owned());
-        let ok = [from_query, from_header]
-            .into_iter()
-            .flatten()
-            .any(|given| {
-                let digest: [u8; 32] = Sha256::digest(given.as_bytes()).into();
-                bool::from(digest.ct_eq(expected))
-            });
-        if ok {
+        if self.token_accepted(
+            [from_query, from_header]
+                .iter()
+                .flatten()
+                .map(String::as_str),
+        ) {
             Ok(())
         } else {
             Err(ApiError::Unauthorized)
         }
+    }
+
+    /// Runs the request's action, whatever the transport: the one path from a decoded
+    /// request to events and responses. `None`: the request names no action.
+    pub(crate) async fn execute(
+        &self,
+        request: &WebhookRequest<'_>,
+    ) -> Result<Option<ActionResponse>, ApiError> {
+        let Some(name) = request.next_action.clone().filter(|n| !n.is_empty()) else {
+            return Ok(None);
+        };
+        tracing::Span::current().record("action", name.as_str());
+        let Some(action) = self.registry.get(&name).cloned() else {
+            return Err(ApiError::UnknownAction(name));
+        };
+        let Some(tracker) = &request.tracker else {
+            return Err(ApiError::bad_request(
+                "the request has no tracker",
+                Some(name),
+            ));
+        };
+        tracing::Span::current().record("sender", tracker.sender_id.as_str());
+        if let Some(sender) = &request.sender_id {
+            if *sender != tracker.sender_id {
+                return Err(ApiError::bad_request(
+                    "sender_id and tracker.sender_id differ",
+                    Some(name),
+                ));
+            }
+        }
+        let domain = if action.reads_domain() {
+            let domain = self.domains.resolve(request).map_err(|e| {
+                ApiError::bad_request(format!("invalid domain: {e}"), Some(name.clone()))
+            })?;
+            match domain {
+                Some(domain) => Some(domain),
+                None => return Err(ApiError::DomainMissing(name)),
+            }
+        } else {
+            None
+        };
+        let mut dispatcher = Dispatcher::default();
+        let call = ActionCall {
+            tracker,
+            domain: domain.as_deref(),
+            version: request.version.as_deref(),
+        };
+        let events = match action.run(call, &mut dispatcher).await {
+            Ok(events) => events,
+            Err(ActionError::Rejected { message }) => {
+                return Err(ApiError::Rejected {
+                    message,
+                    action_name: name,
+                })
+            }
+            Err(ActionError::Failed(cause)) => {
+                tracing::error!(action = %name, error = %cause, "the action failed");
+                return Err(ApiError::ActionFailed {
+                    action_name: name,
+                    cause,
+                });
+            }
+        };
+        Ok(Some(ActionResponse {
+            events,
+            responses: dispatcher.into_messages(),
+        }))
     }
 }
 
@@ -186,7 +292,7 @@ async fn health() -> HttpResponse {
     HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
 }
 
-async fn actions(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+async fn actions(req: HttpRequest, state: web::Data<Core>) -> Result<HttpResponse, ApiError> {
     state.authorize(&req)?;
     let list: Vec<Value> = state
         .registry
@@ -197,7 +303,7 @@ async fn actions(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpRes
     Ok(HttpResponse::Ok().json(list))
 }
 
-async fn metrics(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+async fn metrics(req: HttpRequest, state: web::Data<Core>) -> Result<HttpResponse, ApiError> {
     state.authorize(&req)?;
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
@@ -207,7 +313,7 @@ async fn metrics(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpRes
 async fn webhook(
     req: HttpRequest,
     payload: web::Payload,
-    state: web::Data<AppState>,
+    state: web::Data<Core>,
 ) -> Result<HttpResponse, ApiError> {
     state.authorize(&req)?;
     // The body's share of the budget is held until the answer is made.
@@ -238,64 +344,11 @@ async fn webhook(
             return Err(ApiError::bad_request(message, name));
         }
     };
-    let Some(name) = request.next_action.clone().filter(|n| !n.is_empty()) else {
-        return Ok(HttpResponse::Ok().json(Value::Null));
-    };
-    req.extensions_mut().insert(state.call_info(&name));
-    tracing::Span::current().record("action", name.as_str());
-    let Some(action) = state.registry.get(&name).cloned() else {
-        return Err(ApiError::UnknownAction(name));
-    };
-    let Some(tracker) = &request.tracker else {
-        return Err(ApiError::bad_request(
-            "the request has no tracker",
-            Some(name),
-        ));
-    };
-    tracing::Span::current().record("sender", tracker.sender_id.as_str());
-    if let Some(sender) = &request.sender_id {
-        if *sender != tracker.sender_id {
-            return Err(ApiError::bad_request(
-                "sender_id and tracker.sender_id differ",
-                Some(name),
-            ));
-        }
+    if let Some(name) = request.next_action.as_deref().filter(|n| !n.is_empty()) {
+        req.extensions_mut().insert(state.call_info(name));
     }
-    let domain = if action.reads_domain() {
-        let domain = state.domains.resolve(&request).map_err(|e| {
-            ApiError::bad_request(format!("invalid domain: {e}"), Some(name.clone()))
-        })?;
-        match domain {
-            Some(domain) => Some(domain),
-            None => return Err(ApiError::DomainMissing(name)),
-        }
-    } else {
-        None
-    };
-    let mut dispatcher = Dispatcher::default();
-    let call = ActionCall {
-        tracker,
-        domain: domain.as_deref(),
-        version: request.version.as_deref(),
-    };
-    let events = match action.run(call, &mut dispatcher).await {
-        Ok(events) => events,
-        Err(ActionError::Rejected { message }) => {
-            return Err(ApiError::Rejected {
-                message,
-                action_name: name,
-            })
-        }
-        Err(ActionError::Failed(cause)) => {
-            tracing::error!(action = %name, error = %cause, "the action failed");
-            return Err(ApiError::ActionFailed {
-                action_name: name,
-                cause,
-            });
-        }
-    };
-    Ok(HttpResponse::Ok().json(ActionResponse {
-        events,
-        responses: dispatcher.into_messages(),
-    }))
+    match state.execute(&request).await? {
+        Some(answer) => Ok(HttpResponse::Ok().json(answer)),
+        None => Ok(HttpResponse::Ok().json(Value::Null)),
+    }
 }

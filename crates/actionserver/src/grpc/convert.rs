@@ -1,0 +1,345 @@
+//! The protobuf messages as the JSON the webhook carries, both ways. A request becomes the
+//! JSON that rasa-sdk's `MessageToDict(request, preserving_proto_field_name=True)` makes of
+//! it (fields at their default are absent; `Struct` numbers are floats; the domain's
+//! intents, entities and actions stay `{"string_value": ...}` objects), so an action sees
+//! over gRPC what it would see served by rasa-sdk; an answer's events and responses become
+//! `Struct`s as `ParseDict` makes them.
+
+use prost_types::value::Kind;
+use prost_types::{ListValue, Struct, Value as ProtoValue};
+use serde_json::{Map, Number, Value};
+
+use super::proto;
+
+/// A protobuf `Value` as JSON. A number that JSON cannot hold (NaN, infinities) is null.
+pub fn value_to_json(value: &ProtoValue) -> Value {
+    match &value.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::NumberValue(n)) => Number::from_f64(*n).map_or(Value::Null, Value::Number),
+        Some(Kind::StringValue(s)) => Value::String(s.clone()),
+        Some(Kind::BoolValue(b)) => Value::Bool(*b),
+        Some(Kind::StructValue(s)) => Value::Object(struct_to_json(s)),
+        Some(Kind::ListValue(list)) => {
+            Value::Array(list.values.iter().map(value_to_json).collect())
+        }
+    }
+}
+
+/// A protobuf `Struct` as a JSON object.
+pub fn struct_to_json(value: &Struct) -> Map<String, Value> {
+    value
+        .fields
+        .iter()
+        .map(|(k, v)| (k.clone(), value_to_json(v)))
+        .collect()
+}
+
+/// JSON as a protobuf `Value` (numbers as doubles, as protobuf has them).
+pub fn json_to_value(value: &Value) -> ProtoValue {
+    let kind = match value {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(*b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
+        Value::String(s) => Kind::StringValue(s.clone()),
+        Value::Array(items) => Kind::ListValue(ListValue {
+            values: items.iter().map(json_to_value).collect(),
+        }),
+        Value::Object(map) => Kind::StructValue(json_to_struct(map)),
+    };
+    ProtoValue { kind: Some(kind) }
+}
+
+/// A JSON object as a protobuf `Struct`.
+pub fn json_to_struct(map: &Map<String, Value>) -> Struct {
+    Struct {
+        fields: map
+            .iter()
+            .map(|(k, v)| (k.clone(), json_to_value(v)))
+            .collect(),
+    }
+}
+
+/// Each JSON value that is an object, as a `Struct` (others are left out, as `ParseDict`
+/// would refuse them).
+fn structs(values: &[Value]) -> Vec<Struct> {
+    values
+        .iter()
+        .filter_map(Value::as_object)
+        .map(json_to_struct)
+        .collect()
+}
+
+fn put(map: &mut Map<String, Value>, key: &str, value: Value) {
+    map.insert(key.to_owned(), value);
+}
+
+fn put_str(map: &mut Map<String, Value>, key: &str, value: &str) {
+    if !value.is_empty() {
+        put(map, key, Value::String(value.to_owned()));
+    }
+}
+
+fn put_struct(map: &mut Map<String, Value>, key: &str, value: &Option<Struct>) {
+    if let Some(s) = value {
+        put(map, key, Value::Object(struct_to_json(s)));
+    }
+}
+
+fn put_structs(map: &mut Map<String, Value>, key: &str, values: &[Struct]) {
+    if !values.is_empty() {
+        let list = values
+            .iter()
+            .map(|s| Value::Object(struct_to_json(s)))
+            .collect();
+        put(map, key, Value::Array(list));
+    }
+}
+
+/// An intent, entity or action of the domain: `{"string_value"}` or `{"dict_value"}`.
+fn either(string_value: &str, dict_value: &Option<Struct>) -> Value {
+    let mut map = Map::new();
+    put_str(&mut map, "string_value", string_value);
+    put_struct(&mut map, "dict_value", dict_value);
+    Value::Object(map)
+}
+
+fn tracker_json(t: &proto::Tracker) -> Value {
+    let mut map = Map::new();
+    put_str(&mut map, "sender_id", &t.sender_id);
+    put_struct(&mut map, "slots", &t.slots);
+    put_struct(&mut map, "latest_message", &t.latest_message);
+    put_structs(&mut map, "events", &t.events);
+    if t.paused {
+        put(&mut map, "paused", Value::Bool(true));
+    }
+    if let Some(f) = &t.followup_action {
+        put(&mut map, "followup_action", Value::String(f.clone()));
+    }
+    if !t.active_loop.is_empty() {
+        let mut entries: Vec<_> = t.active_loop.iter().collect();
+        entries.sort();
+        let active: Map<String, Value> = entries
+            .into_iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        put(&mut map, "active_loop", Value::Object(active));
+    }
+    if let Some(name) = &t.latest_action_name {
+        put(&mut map, "latest_action_name", Value::String(name.clone()));
+    }
+    put_structs(&mut map, "stack", &t.stack);
+    if let Some(user) = &t.user_id {
+        put(&mut map, "user_id", Value::String(user.clone()));
+    }
+    Value::Object(map)
+}
+
+fn domain_json(d: &proto::Domain) -> Value {
+    let mut map = Map::new();
+    put_struct(&mut map, "config", &d.config);
+    put_struct(&mut map, "session_config", &d.session_config);
+    let list = |items: Vec<Value>| Value::Array(items);
+    if !d.intents.is_empty() {
+        let items = d
+            .intents
+            .iter()
+            .map(|i| either(&i.string_value, &i.dict_value));
+        put(&mut map, "intents", list(items.collect()));
+    }
+    if !d.entities.is_empty() {
+        let items = d
+            .entities
+            .iter()
+            .map(|e| either(&e.string_value, &e.dict_value));
+        put(&mut map, "entities", list(items.collect()));
+    }
+    put_struct(&mut map, "slots", &d.slots);
+    put_struct(&mut map, "responses", &d.responses);
+    if !d.actions.is_empty() {
+        let items = d
+            .actions
+            .iter()
+            .map(|a| either(&a.string_value, &a.dict_value));
+        put(&mut map, "actions", list(items.collect()));
+    }
+    put_struct(&mut map, "forms", &d.forms);
+    put_structs(&mut map, "e2e_actions", &d.e2e_actions);
+    Value::Object(map)
+}
+
+/// The request as the webhook's JSON body.
+pub fn request_to_json(request: &proto::WebhookRequest) -> Value {
+    let mut map = Map::new();
+    put_str(&mut map, "next_action", &request.next_action);
+    put_str(&mut map, "sender_id", &request.sender_id);
+    if let Some(tracker) = &request.tracker {
+        put(&mut map, "tracker", tracker_json(tracker));
+    }
+    if let Some(domain) = &request.domain {
+        put(&mut map, "domain", domain_json(domain));
+    }
+    put_str(&mut map, "version", &request.version);
+    if let Some(digest) = &request.domain_digest {
+        put(&mut map, "domain_digest", Value::String(digest.clone()));
+    }
+    Value::Object(map)
+}
+
+/// A webhook JSON body as the request Rasa Pro would send (`ParseDict` with unknown fields
+/// ignored): for clients, tests and benchmarks.
+pub fn request_from_json(body: &Value) -> proto::WebhookRequest {
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    let object = |v: &Value, key: &str| v.get(key).and_then(Value::as_object).map(json_to_struct);
+    let list = |v: &Value, key: &str| {
+        v.get(key)
+            .and_then(Value::as_array)
+            .map(|items| structs(items))
+            .unwrap_or_default()
+    };
+    let tracker = body
+        .get("tracker")
+        .filter(|t| t.is_object())
+        .map(|t| proto::Tracker {
+            sender_id: text(t, "sender_id").unwrap_or_default(),
+            slots: object(t, "slots"),
+            latest_message: object(t, "latest_message"),
+            events: list(t, "events"),
+            paused: t.get("paused").and_then(Value::as_bool).unwrap_or(false),
+            followup_action: text(t, "followup_action"),
+            active_loop: t
+                .get("active_loop")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            latest_action_name: text(t, "latest_action_name"),
+            stack: list(t, "stack"),
+            user_id: text(t, "user_id"),
+        });
+    let domain = body.get("domain").filter(|d| d.is_object()).map(|d| {
+        let names = |key: &str| -> Vec<(String, Option<Struct>)> {
+            d.get(key)
+                .and_then(Value::as_array)
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|item| match item {
+                            Value::String(s) => (s.clone(), None),
+                            Value::Object(m) => (String::new(), Some(json_to_struct(m))),
+                            _ => (String::new(), None),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        proto::Domain {
+            config: object(d, "config"),
+            session_config: object(d, "session_config"),
+            intents: names("intents")
+                .into_iter()
+                .map(|(string_value, dict_value)| proto::Intent {
+                    string_value,
+                    dict_value,
+                })
+                .collect(),
+            entities: names("entities")
+                .into_iter()
+                .map(|(string_value, dict_value)| proto::Entity {
+                    string_value,
+                    dict_value,
+                })
+                .collect(),
+            slots: object(d, "slots"),
+            responses: object(d, "responses"),
+            actions: names("actions")
+                .into_iter()
+                .map(|(string_value, dict_value)| proto::Action {
+                    string_value,
+                    dict_value,
+                })
+                .collect(),
+            forms: object(d, "forms"),
+            e2e_actions: list(d, "e2e_actions"),
+        }
+    });
+    proto::WebhookRequest {
+        next_action: text(body, "next_action").unwrap_or_default(),
+        sender_id: text(body, "sender_id").unwrap_or_default(),
+        tracker,
+        domain,
+        version: text(body, "version").unwrap_or_default(),
+        domain_digest: text(body, "domain_digest"),
+    }
+}
+
+/// An answer (`{"events", "responses"}`, as JSON) as the protobuf response.
+pub fn response_from_json(answer: &Value) -> proto::WebhookResponse {
+    let list = |key: &str| {
+        answer
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|items| structs(items))
+            .unwrap_or_default()
+    };
+    proto::WebhookResponse {
+        events: list("events"),
+        responses: list("responses"),
+    }
+}
+
+/// The protobuf response as JSON (`{"events", "responses"}`), as Rasa Pro reads it.
+pub fn response_to_json(response: &proto::WebhookResponse) -> Value {
+    let list = |items: &[Struct]| {
+        Value::Array(
+            items
+                .iter()
+                .map(|s| Value::Object(struct_to_json(s)))
+                .collect(),
+        )
+    };
+    serde_json::json!({"events": list(&response.events), "responses": list(&response.responses)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_request_goes_through_protobuf_and_back_as_rasa_sdk_reads_it() {
+        let body = json!({
+            "next_action": "count_events", "sender_id": "s1", "version": "3.21.0",
+            "domain_digest": "abc",
+            "tracker": {"sender_id": "s1", "slots": {"n": 3, "flag": null},
+                        "events": [{"event": "action", "name": "action_listen", "timestamp": 1.5}],
+                        "paused": false, "active_loop": {}, "latest_action_name": "action_listen"},
+            "domain": {"intents": ["affirm", {"deny": {"use_entities": true}}],
+                       "responses": {"utter_q": [{"text": "Sure?"}]}}
+        });
+        let back = request_to_json(&request_from_json(&body));
+        assert_eq!(
+            back,
+            json!({
+                "next_action": "count_events", "sender_id": "s1", "version": "3.21.0",
+                "domain_digest": "abc",
+                "tracker": {"sender_id": "s1", "slots": {"n": 3.0, "flag": null},
+                            "events": [{"event": "action", "name": "action_listen", "timestamp": 1.5}],
+                            "latest_action_name": "action_listen"},
+                "domain": {"intents": [{"string_value": "affirm"},
+                                       {"dict_value": {"deny": {"use_entities": true}}}],
+                           "responses": {"utter_q": [{"text": "Sure?"}]}}
+            })
+        );
+    }
+
+    #[test]
+    fn numbers_json_cannot_hold_become_null() {
+        let nan = ProtoValue {
+            kind: Some(Kind::NumberValue(f64::NAN)),
+        };
+        assert_eq!(value_to_json(&nan), Value::Null);
+    }
+}

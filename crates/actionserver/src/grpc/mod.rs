@@ -1,0 +1,316 @@
+//! Rasa Pro's gRPC ActionService (`action_endpoint.url: grpc://host:port`), as rasa-sdk
+//! 3.21.1 serves it with `--grpc`: `Webhook`, `WebhookStream`, `AckStreamChunks`,
+//! `Actions`, and the standard health service with `ActionServer` serving. Every call goes
+//! through the same executor as the HTTP webhook ([`ActionServer`]): the protobuf request
+//! becomes the webhook's JSON, then one path runs the action. Errors are the statuses
+//! Rasa reads: `NOT_FOUND` with a `ResourceNotFound` body (`resource_type` `ACTION` or
+//! `DOMAIN`) in the status message, `INTERNAL` with `{action_name, message}` for a
+//! rejection, `INVALID_ARGUMENT` for a malformed request, `UNAUTHENTICATED` without the
+//! token. Nothing echoes the request.
+
+pub mod convert;
+/// The messages and the service, generated from proto/action_webhook.proto
+/// (scripts/generate-grpc.sh).
+#[allow(clippy::all)]
+pub mod proto;
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::Stream;
+use serde_json::json;
+use tonic::codec::CompressionEncoding;
+use tonic::metadata::MetadataMap;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use tonic::{Request, Response, Status};
+
+use crate::protocol::WebhookRequest;
+use crate::server::body::Held;
+use crate::server::{ActionServer, ApiError, Core};
+use proto::action_service_server::{ActionService, ActionServiceServer};
+
+/// The name rasa-sdk registers with the health service.
+pub const HEALTH_SERVICE_NAME: &str = "ActionServer";
+
+/// TLS for the gRPC listener, as PEM: the server's certificate chain and key, and, for
+/// mutual TLS, the CA whose certificates clients must present (rasa-sdk's
+/// `--ssl-ca-file`; Rasa's `ssl_client_cert`/`ssl_client_key`).
+#[derive(Debug, Clone)]
+pub struct GrpcTls {
+    pub certificate: Vec<u8>,
+    pub key: Vec<u8>,
+    pub client_ca: Option<Vec<u8>>,
+}
+
+/// Why the gRPC server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcError {
+    #[error("the gRPC listener: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+impl ActionServer {
+    /// Serves the ActionService on a bound listener until `shutdown` completes; then it
+    /// stops accepting and lets calls in flight finish. Message size is bounded by the
+    /// settings' body limit after decompression (gzip is accepted and sent, as Rasa
+    /// sends it).
+    pub async fn grpc(
+        &self,
+        listener: TcpListener,
+        tls: Option<GrpcTls>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), GrpcError> {
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let limit = self.core.settings.limits.max_body;
+        let service = ActionServiceServer::from_arc(Arc::new(Grpc {
+            core: self.core.clone(),
+        }))
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(usize::MAX);
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_service_status(HEALTH_SERVICE_NAME, tonic_health::ServingStatus::Serving)
+            .await;
+        health
+            .set_service_status("", tonic_health::ServingStatus::Serving)
+            .await;
+        let mut builder = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(60)))
+            .tcp_nodelay(true);
+        if let Some(tls) = tls {
+            let mut config =
+                ServerTlsConfig::new().identity(Identity::from_pem(&tls.certificate, &tls.key));
+            if let Some(ca) = &tls.client_ca {
+                config = config.client_ca_root(Certificate::from_pem(ca));
+            }
+            builder = builder.tls_config(config)?;
+        }
+        builder
+            .add_service(health_service)
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await?;
+        Ok(())
+    }
+}
+
+/// The ActionService over the shared core.
+struct Grpc {
+    core: Arc<Core>,
+}
+
+/// The route label of each method in the metrics.
+const WEBHOOK_ROUTE: &str = "grpc:Webhook";
+const STREAM_ROUTE: &str = "grpc:WebhookStream";
+const ACTIONS_ROUTE: &str = "grpc:Actions";
+
+impl Grpc {
+    /// The token, from the metadata Rasa sends as the endpoint's `headers:`: the token
+    /// name (`token` by default) or `authorization: Bearer`.
+    fn authorize(&self, metadata: &MetadataMap) -> Result<(), Status> {
+        let named = metadata
+            .get(self.core.settings.token_name.to_ascii_lowercase().as_str())
+            .and_then(|v| v.to_str().ok());
+        let bearer = metadata
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if self
+            .core
+            .token_accepted([named, bearer].into_iter().flatten())
+        {
+            Ok(())
+        } else {
+            Err(Status::unauthenticated("a valid token is required"))
+        }
+    }
+
+    /// Decodes, runs, answers: the webhook's one path, from the protobuf request.
+    async fn run(
+        &self,
+        request: &proto::WebhookRequest,
+    ) -> Result<Option<proto::WebhookResponse>, ApiError> {
+        let body =
+            serde_json::to_vec(&convert::request_to_json(request)).expect("JSON values serialise");
+        // The decoded request's share of the body budget, held until the answer is made.
+        let mut held = Held::default();
+        self.core.budget.cover(&mut held, body.len())?;
+        let parsed = match WebhookRequest::parse(&body) {
+            Ok(Some(parsed)) => parsed,
+            Ok(None) => return Err(ApiError::bad_request("Invalid body request", None)),
+            Err(e) => {
+                let name = Some(request.next_action.clone()).filter(|n| !n.is_empty());
+                if let Some(name) = &name {
+                    if self.core.registry.get(name).is_none() {
+                        return Err(ApiError::UnknownAction(name.clone()));
+                    }
+                }
+                return Err(ApiError::bad_request(format!("invalid request: {e}"), name));
+            }
+        };
+        let answer = self.core.execute(&parsed).await?;
+        Ok(answer.map(|answer| {
+            convert::response_from_json(
+                &serde_json::to_value(answer).expect("an answer serialises"),
+            )
+        }))
+    }
+
+    fn record(
+        &self,
+        route: &'static str,
+        action: &str,
+        status: &Result<(), Status>,
+        started: Instant,
+    ) {
+        let code = match status {
+            Ok(()) => tonic::Code::Ok,
+            Err(s) => s.code(),
+        };
+        let action = self.core.call_info(action).action;
+        self.core
+            .metrics
+            .record(route, action, code as u16, started.elapsed());
+        tracing::info!(route, action, code = ?code, ms = started.elapsed().as_secs_f64() * 1000.0, "served");
+    }
+}
+
+/// An error as the status rasa-sdk sends for it.
+pub fn status_of(error: &ApiError) -> Status {
+    let not_found = |name: &str, kind: &str| {
+        Status::not_found(
+            json!({"action_name": name, "message": error.to_string(), "resource_type": kind})
+                .to_string(),
+        )
+    };
+    match error {
+        ApiError::UnknownAction(name) => not_found(name, "ACTION"),
+        ApiError::DomainMissing(name) => not_found(name, "DOMAIN"),
+        ApiError::Rejected {
+            message,
+            action_name,
+        } => Status::internal(json!({"action_name": action_name, "message": message}).to_string()),
+        ApiError::ActionFailed { action_name, .. } => Status::internal(
+            json!({"action_name": action_name, "message": error.to_string()}).to_string(),
+        ),
+        ApiError::Unauthorized => Status::unauthenticated(error.to_string()),
+        ApiError::TooLarge { .. } | ApiError::Busy(_) => {
+            Status::resource_exhausted(error.to_string())
+        }
+        ApiError::Unavailable => Status::unavailable(error.to_string()),
+        ApiError::BadRequest { .. }
+        | ApiError::UnsupportedEncoding(_)
+        | ApiError::NotFound
+        | ApiError::MethodNotAllowed(_) => Status::invalid_argument(error.to_string()),
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<proto::WebhookStreamEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ActionService for Grpc {
+    async fn webhook(
+        &self,
+        request: Request<proto::WebhookRequest>,
+    ) -> Result<Response<proto::WebhookResponse>, Status> {
+        let started = Instant::now();
+        let result = match self.authorize(request.metadata()) {
+            Err(status) => Err(status),
+            Ok(()) => self
+                .run(request.get_ref())
+                .await
+                .map(Option::unwrap_or_default)
+                .map_err(|e| status_of(&e)),
+        };
+        let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
+        self.record(
+            WEBHOOK_ROUTE,
+            &request.get_ref().next_action,
+            &outcome,
+            started,
+        );
+        result.map(Response::new)
+    }
+
+    type WebhookStreamStream = EventStream;
+
+    /// Our actions do not stream: as rasa-sdk answers for a non-streaming action, the
+    /// stream carries the final result (its events and responses), or one error event
+    /// and then the error's status.
+    async fn webhook_stream(
+        &self,
+        request: Request<proto::WebhookRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        use proto::webhook_stream_event::Event;
+        let started = Instant::now();
+        self.authorize(request.metadata())?;
+        let name = request.get_ref().next_action.clone();
+        let items: Vec<Result<proto::WebhookStreamEvent, Status>> =
+            match self.run(request.get_ref()).await {
+                Ok(Some(answer)) => vec![Ok(proto::WebhookStreamEvent {
+                    event: Some(Event::FinalResult(answer)),
+                })],
+                Ok(None) => Vec::new(),
+                Err(e) => {
+                    let status = status_of(&e);
+                    let error = proto::StreamError {
+                        action_name: name.clone(),
+                        message: e.to_string(),
+                    };
+                    vec![
+                        Ok(proto::WebhookStreamEvent {
+                            event: Some(Event::Error(error)),
+                        }),
+                        Err(status),
+                    ]
+                }
+            };
+        let outcome = match items.last() {
+            Some(Err(status)) => Err(status.clone()),
+            _ => Ok(()),
+        };
+        self.record(STREAM_ROUTE, &name, &outcome, started);
+        Ok(Response::new(Box::pin(futures_util::stream::iter(items))))
+    }
+
+    /// Nothing streams, so there is nothing to stop: the acknowledgement succeeds.
+    async fn ack_stream_chunks(
+        &self,
+        request: Request<proto::StreamChunkAck>,
+    ) -> Result<Response<()>, Status> {
+        self.authorize(request.metadata())?;
+        Ok(Response::new(()))
+    }
+
+    async fn actions(
+        &self,
+        request: Request<proto::ActionsRequest>,
+    ) -> Result<Response<proto::ActionsResponse>, Status> {
+        let started = Instant::now();
+        let result = self.authorize(request.metadata()).map(|()| {
+            let actions = self
+                .core
+                .registry
+                .names()
+                .iter()
+                .map(|name| {
+                    convert::json_to_struct(json!({"name": name}).as_object().expect("an object"))
+                })
+                .collect();
+            proto::ActionsResponse { actions }
+        });
+        let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
+        self.record(ACTIONS_ROUTE, "", &outcome, started);
+        result.map(Response::new)
+    }
+}
