@@ -65,9 +65,28 @@ fn migrations(postgres: bool) -> Vec<Migration> {
 
 /// Applies the migrations not yet applied, after adopting the records of the runner that
 /// came before sqlx's.
+///
+/// On PostgreSQL the migrator's advisory lock makes replicas take turns. SQLite has no such
+/// lock: two processes starting on one file at once may both try a step; the one that
+/// loses finds it done (the table exists, the version is recorded), its transaction rolls
+/// back, and it tries again, a few times, to find nothing left to do.
 pub async fn apply(pool: &AnyPool, postgres: bool) -> Result<(), MigrateError> {
-    adopt_earlier_records(pool, postgres).await?;
-    Migrator::new(Embedded { postgres }).await?.run(pool).await
+    let migrator = Migrator::new(Embedded { postgres }).await?;
+    let mut attempt = 0;
+    loop {
+        let result = match adopt_earlier_records(pool, postgres).await {
+            Ok(()) => migrator.run(pool).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Err(e) if !postgres && attempt < 5 => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "another process is migrating the store; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 /// A store whose schema the earlier runner made lists its versions in
@@ -103,7 +122,8 @@ async fn adopt_earlier_records(pool: &AnyPool, postgres: bool) -> Result<(), Mig
                 continue;
             }
             sqlx::query(
-                "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES ($1, $2, TRUE, $3, 0)",
+                "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+                 VALUES ($1, $2, TRUE, $3, 0) ON CONFLICT (version) DO NOTHING",
             )
             .bind(migration.version)
             .bind(migration.description.to_string())
@@ -179,5 +199,26 @@ mod tests {
         let open = "INSERT INTO operations VALUES ($1, 's', 'a', 'WS-1', 'stop_renewal', 1, '{}', 'claimed', NULL, 0, 0)";
         sqlx::query(open).bind("k1").execute(&pool).await.unwrap();
         assert!(sqlx::query(open).bind("k2").execute(&pool).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn two_replicas_migrating_one_new_file_at_once_both_start() {
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
+            sqlx::any::install_default_drivers();
+            let (a, b) = (
+                AnyPool::connect(&url).await.unwrap(),
+                AnyPool::connect(&url).await.unwrap(),
+            );
+            let (x, y) = tokio::join!(apply(&a, false), apply(&b, false));
+            x.expect("the first replica starts");
+            y.expect("the second replica starts");
+            let recorded: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+                .fetch_one(&a)
+                .await
+                .unwrap();
+            assert_eq!(recorded, FILES.len() as i64);
+        }
     }
 }

@@ -1,11 +1,14 @@
-//! The actiongate side of bench/run.sh: this crate's server with one action,
-//! `count_events`, which answers `SlotSet("event_count", len(tracker.events))` — the same
-//! action bench/rasa_sdk_actions serves with rasa-sdk.
+//! The actiongate side of bench/run.sh and of the gRPC conformance suite: this crate's
+//! server with `count_events`, which answers `SlotSet("event_count", len(tracker.events))`,
+//! and, for the suite, `read_domain` and `rejects` — the same actions bench/rasa_sdk_actions
+//! serves with rasa-sdk.
 //!
 //! Usage:
-//!   bench_server [PORT] [WORKERS]   serve on 127.0.0.1 (PORT 0 picks a free port, printed on
+//!   bench_server [PORT] [WORKERS] [--grpc]
+//!                                   serve on 127.0.0.1 (PORT 0 picks a free port, printed on
 //!                                   stdout as `listening on 127.0.0.1:PORT`; WORKERS 0 or
-//!                                   absent: the server's default, one per core)
+//!                                   absent: one per core); --grpc: Rasa Pro's gRPC
+//!                                   ActionService instead of the webhook
 //!   bench_server --parse BODY [N]   time parsing BODY as a webhook request N times (default:
 //!                                   ~2 s worth) on one thread; prints `parse_us <median CPU us>`,
 //!                                   then `check_us <median CPU us>`: checking that BODY is
@@ -19,8 +22,8 @@ use std::net::TcpListener;
 use std::time::Instant;
 
 use actionserver::{
-    serve, Action, ActionCall, ActionResult, Dispatcher, OutEvent, Registry, ServerSettings,
-    WebhookRequest,
+    Action, ActionCall, ActionError, ActionResult, ActionServer, Dispatcher, Message, OutEvent,
+    Registry, ServerSettings, WebhookRequest,
 };
 
 struct CountEvents;
@@ -35,6 +38,45 @@ impl Action for CountEvents {
             "event_count",
             call.tracker.events.len(),
         )])
+    }
+}
+
+/// Reads the domain (so it takes part in the digest exchange) and says its responses'
+/// names: the conformance suite's domain case.
+struct ReadDomain;
+
+impl Action for ReadDomain {
+    fn name(&self) -> &'static str {
+        "read_domain"
+    }
+
+    fn reads_domain(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, call: ActionCall<'_>, dispatcher: &mut Dispatcher) -> ActionResult {
+        let mut names: Vec<&str> = call
+            .domain
+            .and_then(|d| d.get("responses"))
+            .and_then(|r| r.as_object())
+            .map(|r| r.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        names.sort_unstable();
+        dispatcher.utter(Message::text(names.join(",")));
+        Ok(vec![OutEvent::slot("responses", names.len())])
+    }
+}
+
+/// Refuses to run: the conformance suite's rejection case.
+struct Rejects;
+
+impl Action for Rejects {
+    fn name(&self) -> &'static str {
+        "rejects"
+    }
+
+    async fn run(&self, _: ActionCall<'_>, _: &mut Dispatcher) -> ActionResult {
+        Err(ActionError::rejected("not today"))
     }
 }
 
@@ -73,9 +115,8 @@ fn time_cpu(once: impl Fn(), n: Option<usize>) -> f64 {
     samples[samples.len() / 2]
 }
 
-#[actix_web::main]
-async fn main() -> std::io::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+fn main() -> std::io::Result<()> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--parse") {
         let path = args.get(1).expect("--parse BODY [N]");
         let n = args.get(2).map(|n| n.parse().expect("N"));
@@ -94,6 +135,8 @@ async fn main() -> std::io::Result<()> {
         println!("check_us {:.1}", time_cpu(check, n));
         return Ok(());
     }
+    let grpc = args.iter().any(|a| a == "--grpc");
+    args.retain(|a| a != "--grpc");
     let port: u16 = args.first().map_or(0, |p| p.parse().expect("PORT"));
     let workers: usize = args.get(1).map_or(0, |w| w.parse().expect("WORKERS"));
     let listener = TcpListener::bind(("127.0.0.1", port))?;
@@ -101,11 +144,30 @@ async fn main() -> std::io::Result<()> {
     let mut registry = Registry::default();
     registry
         .register(CountEvents)
-        .expect("one action, one name");
+        .and_then(|r| r.register(ReadDomain))
+        .and_then(|r| r.register(Rejects))
+        .expect("three actions, three names");
     let settings = ServerSettings {
         workers,
         shutdown_timeout: 1,
         ..ServerSettings::default()
     };
-    serve(listener, registry, settings, None)?.await
+    let server = ActionServer::new(registry, settings);
+    if grpc {
+        // gRPC on a tokio runtime of its own: one worker thread per core, as the HTTP
+        // server has.
+        let mut runtime = tokio::runtime::Builder::new_multi_thread();
+        if workers > 0 {
+            runtime.worker_threads(workers);
+        }
+        return runtime.enable_all().build()?.block_on(async {
+            server
+                .grpc(listener, None, async {
+                    let _ = tokio::signal::ctrl_c().await;
+                })
+                .await
+                .map_err(std::io::Error::other)
+        });
+    }
+    actix_web::rt::System::new().block_on(async { server.http(listener, None)?.await })
 }

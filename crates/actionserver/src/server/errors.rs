@@ -23,7 +23,8 @@ pub enum ApiError {
     },
     #[error("No registered action found for name '{0}'.")]
     UnknownAction(String),
-    #[error("Missing domain context, assistant will retry the request and include the domain in the request payload.")]
+    /// rasa-sdk's message, word for word (`ACTION_MISSING_DOMAIN_DEFAULT_MESSAGE`).
+    #[error("Missing domain context, assistant will retry the request and include the domain in the request payload. For more information please see https://rasa.com/docs/action-server/")]
     DomainMissing(String),
     #[error("the request body is larger than {limit} bytes")]
     TooLarge { limit: usize },
