@@ -8,7 +8,7 @@
 #
 # Usage: bench/run.sh [--quick] [--duration SECONDS] [--runs N] [--warmup SECONDS]
 #                     [--sizes 10,1000,10000] [--servers rasa-sdk,actiongate,ceiling]
-#                     [--no-apply] [--no-build] [--sdk-workers N] [--out FILE]
+#                     [--no-apply] [--no-grpc] [--no-build] [--sdk-workers N] [--out FILE]
 #
 #   --quick        1 run of 3 s after a 1 s warm-up (smoke test)
 #   --duration S   seconds per timed run (default 10)
@@ -42,6 +42,7 @@ CONNECTIONS=16
 SIZES="10,1000,10000"
 SERVERS="rasa-sdk,actiongate,ceiling"
 APPLY=1
+GRPC=1
 BUILD=1
 SDK_WORKERS=1
 OUT="bench/results/latest.md"
@@ -57,6 +58,7 @@ while [[ $# -gt 0 ]]; do
     --sizes) SIZES="$2"; shift ;;
     --servers) SERVERS="$2"; shift ;;
     --no-apply) APPLY=0 ;;
+    --no-grpc) GRPC=0 ;;
     --no-build) BUILD=0 ;;
     --sdk-workers) SDK_WORKERS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
@@ -114,6 +116,7 @@ CEILING_BIN="${CEILING_BIN:-$ROOT/target/release/examples/ceiling}"
 BENCH_SERVER_BIN="${BENCH_SERVER_BIN:-$ROOT/target/release/examples/bench_server}"
 ACTIONGATE_BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
 APPLY_LOAD_BIN="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
+GRPC_LOAD_BIN="${GRPC_LOAD_BIN:-$ROOT/target/release/examples/grpc_load}"
 export VENV SDK_VERSION
 
 # Everything from here on (servers, wrk, helpers) runs at a higher priority (nice
@@ -140,6 +143,11 @@ start() {
   case "$name" in
     ceiling) setsid "$CEILING_BIN" "$port" >"$logf" 2>&1 & ;;
     actiongate) setsid "$BENCH_SERVER_BIN" "$port" >"$logf" 2>&1 & ;;
+    actiongate-grpc) setsid "$BENCH_SERVER_BIN" "$port" 0 --grpc >"$logf" 2>&1 & ;;
+    rasa-sdk-grpc)
+      (cd bench && ACTION_SERVER_SANIC_WORKERS="$SDK_WORKERS" PYTHONDONTWRITEBYTECODE=1 \
+        exec setsid "$VENV/bin/python" -m rasa_sdk --actions rasa_sdk_actions --grpc -p "$port") \
+        >"$logf" 2>&1 & ;;
     rasa-sdk)
       (cd bench && SANIC_HOST=127.0.0.1 ACTION_SERVER_SANIC_WORKERS="$SDK_WORKERS" PYTHONDONTWRITEBYTECODE=1 \
         exec setsid "$VENV/bin/python" -m rasa_sdk --actions rasa_sdk_actions -p "$port") \
@@ -173,10 +181,23 @@ wait_ready() { # NAME PID PORT
   log "$1 not ready after 60 s:"; tail -20 "$WORK/$1.log" >&2; return 1
 }
 
+# wait_ready_grpc NAME PID PORT BODY EXPECTED: until one gRPC call answers correctly.
+wait_ready_grpc() {
+  local i
+  for i in $(seq 300); do
+    if "$GRPC_LOAD_BIN" --port "$3" --body "$4" --check "$5" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$2" 2>/dev/null; then
+      log "$1 exited during start-up:"; tail -20 "$WORK/$1.log" >&2; return 1
+    fi
+    sleep 0.2
+  done
+  log "$1 not ready after 60 s:"; tail -20 "$WORK/$1.log" >&2; return 1
+}
+
 # The processes that serve requests: for rasa-sdk the Sanic workers (children of the
 # primary doing the work, i.e. with real CPU time), otherwise the process itself.
 serving_pids() { # NAME PID
-  if [[ "$1" != rasa-sdk ]]; then echo "$2"; return; fi
+  if [[ "$1" != rasa-sdk ]]; then echo "$2"; return; fi  # (rasa-sdk --grpc: one process)
   python3 - "$2" <<'EOF'
 import os, sys
 leader = int(sys.argv[1])
@@ -235,8 +256,15 @@ assert body["responses"] == [], body
 EOF
 }
 
-# drive PORT BODY SECONDS: one wrk run; prints "rps p50_us p99_us requests bad_status sock_errors"
+# drive PORT BODY SECONDS: one wrk run (with DRIVER=grpc, one grpc_load run, the same
+# number of connections); prints "rps p50_us p99_us requests bad_status sock_errors"
+DRIVER=http
 drive() {
+  if [[ "$DRIVER" == grpc ]]; then
+    "$GRPC_LOAD_BIN" --port "$1" --body "$2" --duration "$3" --connections "$CONNECTIONS" \
+      --threads "$THREADS" 2>&1 | awk '/^RESULT/ {print $2, $3, $4, $5, $6, $7}'
+    return
+  fi
   BENCH_BODY="$2" wrk -t"$THREADS" -c"$CONNECTIONS" -d"${3}s" --timeout 30s --latency \
     -s bench/post_body.lua "http://127.0.0.1:$1" 2>&1 | awk '/^RESULT/ {print $2, $3, $4, $5, $6, $7}'
 }
@@ -379,6 +407,27 @@ for n in "${SIZE_LIST[@]}"; do
   done
 done
 
+# --- count_events over gRPC: rasa-sdk --grpc and actiongate's ActionService ---------------
+
+if [[ "$GRPC" == 1 && -x "$GRPC_LOAD_BIN" ]]; then
+  DRIVER=grpc
+  for n in "${SIZE_LIST[@]}"; do
+    body="$WORK/events-$n.json"
+    kib=$(( $(stat -c %s "$body") / 1024 ))
+    for name in "${SERVER_LIST[@]}"; do
+      [[ "$name" == rasa-sdk || "$name" == actiongate ]] || continue
+      port=$(free_port)
+      pid=$(start "$name-grpc" "$port")
+      PIDS+=("$pid")
+      wait_ready_grpc "$name-grpc" "$pid" "$port" "$body" "$n"
+      log "$name --grpc on :$port answers $n events correctly; measuring"
+      measure "$name --grpc" "$n events ($kib KiB)" "$name-grpc" "$port" "$body" "$pid"
+      cleanup
+    done
+  done
+  DRIVER=http
+fi
+
 # --- how long parsing takes alone, for the breakdown of actiongate's CPU per request ---------
 
 PARSE="$WORK/parse.tsv"
@@ -476,8 +525,9 @@ lines = [
 ]
 for size, server, rps, p50, p99, rss, errors, cpu_us in rows:
     rps_f = float(rps)
-    base = by.get((size, "rasa-sdk"))
-    ceil = by.get((size, "ceiling"))
+    grpc = server.endswith(" --grpc")
+    base = by.get((size, "rasa-sdk --grpc" if grpc else "rasa-sdk"))
+    ceil = None if grpc else by.get((size, "ceiling"))
     ratio = "%.1f×" % (rps_f / float(base[2])) if base and float(base[2]) > 0 else "–"
     frac = "%.0f %%" % (100 * rps_f / float(ceil[2])) if ceil and float(ceil[2]) > 0 else "–"
     name = server + (" (%s errors)" % errors if errors != "0" else "")
@@ -555,6 +605,11 @@ actiongate and the ceiling: one worker thread per core. wrk runs on the same 2 c
 wrk at {os.environ.get('NICE_NOTE', 'nice 0')}.
 
 - `ceiling`: a bare actix-web server that reads the body and answers a constant (no parsing).
+- `--grpc`: the same action over Rasa Pro's gRPC ActionService (`Webhook`), rasa-sdk started
+  with `--grpc` and actiongate's SDK with its ActionService, driven by
+  crates/tools/examples/grpc_load.rs ({conns} HTTP/2 connections, closed loop, gzip both ways as
+  Rasa Pro's channel has it, the same body converted once); `× rasa-sdk` is against
+  rasa-sdk --grpc.
 - `× rasa-sdk`, `of ceiling`: ratios of req/s.
 - Peak RSS: VmHWM of the serving process (rasa-sdk: its worker) during the timed runs.
 - Server CPU µs/req: user+system time of the serving process(es) during the timed runs,

@@ -191,7 +191,7 @@ async fn the_same_actions_as_the_webhook_and_rasa_sdks_statuses() {
 
 #[tokio::test]
 async fn hostile_input_gets_a_clear_status_and_the_server_keeps_serving() {
-    let app = grpc_app(&["--body-limit", "1000000", "--decompressed-limit", "2000000"]).await;
+    let app = grpc_app(&["--decompressed-limit", "2000000"]).await;
     let mut grpc = client(&app).await;
     let serves = |grpc: &mut ActionServiceClient<Channel>| {
         let mut grpc = grpc.clone();

@@ -56,9 +56,9 @@ pub enum GrpcError {
 
 impl ActionServer {
     /// Serves the ActionService on a bound listener until `shutdown` completes; then it
-    /// stops accepting and lets calls in flight finish. Message size is bounded by the
-    /// settings' body limit after decompression (gzip is accepted and sent, as Rasa
-    /// sends it).
+    /// stops accepting and lets calls in flight finish. A message is bounded by the
+    /// settings' decompressed limit, as decoded (gzip is accepted and sent, as Rasa sends
+    /// it), and its JSON form takes its share of the body budget while it is served.
     pub async fn grpc(
         &self,
         listener: TcpListener,
@@ -68,7 +68,8 @@ impl ActionServer {
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        let limit = self.core.settings.limits.max_body;
+        // One limit in gRPC: on the message as decoded (decompressed), and on its frame.
+        let limit = self.core.settings.limits.max_decompressed;
         let service = ActionServiceServer::from_arc(Arc::new(Grpc {
             core: self.core.clone(),
         }))
