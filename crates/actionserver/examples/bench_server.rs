@@ -116,6 +116,7 @@ fn time_cpu(once: impl Fn(), n: Option<usize>) -> f64 {
 }
 
 fn main() -> std::io::Result<()> {
+    actionserver::keep_freed_memory();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--parse") {
         let path = args.get(1).expect("--parse BODY [N]");

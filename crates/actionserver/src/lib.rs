@@ -33,6 +33,7 @@
 //! ```
 
 mod action;
+mod allocator;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod protocol;
@@ -42,6 +43,7 @@ pub use action::{
     Action, ActionCall, ActionError, ActionResult, Dispatcher, DuplicateAction, RegisteredAction,
     Registry,
 };
+pub use allocator::keep_freed_memory;
 #[cfg(feature = "grpc")]
 pub use grpc::{
     convert as grpc_convert, proto as grpc_proto, status_of as grpc_status_of, GrpcError, GrpcTls,

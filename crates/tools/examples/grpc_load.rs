@@ -5,6 +5,7 @@
 //! has it.
 //!
 //! grpc_load --port PORT --body FILE [--duration SECS] [--connections N] [--threads N]
+//!           [--gzip true|false]
 //! grpc_load --port PORT --body FILE --check EXPECTED
 //!
 //! Prints `RESULT <requests/s> <p50 us> <p99 us> <requests> <errors> 0`, the line
@@ -25,6 +26,7 @@ struct Args {
     connections: usize,
     threads: usize,
     check: Option<u64>,
+    gzip: bool,
 }
 
 fn args() -> Args {
@@ -35,6 +37,7 @@ fn args() -> Args {
         connections: 16,
         threads: 2,
         check: None,
+        gzip: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -48,6 +51,7 @@ fn args() -> Args {
             "--connections" => a.connections = value.parse().expect("--connections"),
             "--threads" => a.threads = value.parse().expect("--threads"),
             "--check" => a.check = Some(value.parse().expect("--check")),
+            "--gzip" => a.gzip = value.parse().expect("--gzip true|false"),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -58,15 +62,24 @@ fn args() -> Args {
     a
 }
 
-async fn client(port: u16) -> Result<ActionServiceClient<Channel>, tonic::transport::Error> {
+async fn client(
+    port: u16,
+    gzip: bool,
+) -> Result<ActionServiceClient<Channel>, tonic::transport::Error> {
     let channel = Channel::from_shared(format!("http://127.0.0.1:{port}"))
         .expect("a URL")
+        .initial_stream_window_size(Some(4 << 20))
+        .initial_connection_window_size(Some(8 << 20))
         .connect()
         .await?;
-    Ok(ActionServiceClient::new(channel)
-        .send_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(256 << 20))
+    let client = ActionServiceClient::new(channel).max_decoding_message_size(256 << 20);
+    Ok(if gzip {
+        client
+            .send_compressed(CompressionEncoding::Gzip)
+            .accept_compressed(CompressionEncoding::Gzip)
+    } else {
+        client
+    })
 }
 
 fn main() {
@@ -81,7 +94,7 @@ fn main() {
         .expect("a runtime");
     runtime.block_on(async move {
         if let Some(expected) = a.check {
-            let mut grpc = client(a.port).await.expect("the server accepts");
+            let mut grpc = client(a.port, a.gzip).await.expect("the server accepts");
             let answer = grpc.webhook(request).await.expect("the call succeeds");
             let answer = response_to_json(answer.get_ref());
             let events = answer["events"].as_array().expect("events");
@@ -100,7 +113,7 @@ fn main() {
         let workers = (0..a.connections).map(|_| {
             let request = request.clone();
             tokio::spawn(async move {
-                let mut grpc = client(a.port).await.expect("the server accepts");
+                let mut grpc = client(a.port, a.gzip).await.expect("the server accepts");
                 let (mut latencies, mut errors) = (Vec::new(), 0u64);
                 while Instant::now() < deadline {
                     let sent = Instant::now();

@@ -13,6 +13,7 @@ use tools::conversation_tests;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    actionserver::keep_freed_memory();
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Serve(cli.serve));
     let log = match &command {

@@ -7,6 +7,7 @@
 
 use prost_types::value::Kind;
 use prost_types::{ListValue, Struct, Value as ProtoValue};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Number, Value};
 
 use super::proto;
@@ -165,6 +166,189 @@ fn domain_json(d: &proto::Domain) -> Value {
     put_struct(&mut map, "forms", &d.forms);
     put_structs(&mut map, "e2e_actions", &d.e2e_actions);
     Value::Object(map)
+}
+
+/// The request as the webhook's JSON body, written straight from the message (no JSON
+/// tree in between): what the server parses. The same JSON as [`request_to_json`].
+pub fn request_to_json_bytes(request: &proto::WebhookRequest) -> Vec<u8> {
+    serde_json::to_vec(&AsJson(request)).expect("protobuf values serialise")
+}
+
+/// A message serialised as `MessageToDict` would write it.
+struct AsJson<'a, T>(&'a T);
+
+impl Serialize for AsJson<'_, ProtoValue> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0.kind {
+            None | Some(Kind::NullValue(_)) => s.serialize_unit(),
+            Some(Kind::NumberValue(n)) if n.is_finite() => s.serialize_f64(*n),
+            Some(Kind::NumberValue(_)) => s.serialize_unit(),
+            Some(Kind::StringValue(v)) => s.serialize_str(v),
+            Some(Kind::BoolValue(b)) => s.serialize_bool(*b),
+            Some(Kind::StructValue(v)) => AsJson(v).serialize(s),
+            Some(Kind::ListValue(list)) => {
+                let mut seq = s.serialize_seq(Some(list.values.len()))?;
+                for v in &list.values {
+                    seq.serialize_element(&AsJson(v))?;
+                }
+                seq.end()
+            }
+        }
+    }
+}
+
+impl Serialize for AsJson<'_, Struct> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.fields.len()))?;
+        for (k, v) in &self.0.fields {
+            map.serialize_entry(k, &AsJson(v))?;
+        }
+        map.end()
+    }
+}
+
+/// A list of structs.
+struct Structs<'a>(&'a [Struct]);
+
+impl Serialize for Structs<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for v in self.0 {
+            seq.serialize_element(&AsJson(v))?;
+        }
+        seq.end()
+    }
+}
+
+/// An intent, entity or action of the domain.
+struct Either<'a>(&'a str, &'a Option<Struct>);
+
+impl Serialize for Either<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        if !self.0.is_empty() {
+            map.serialize_entry("string_value", self.0)?;
+        }
+        if let Some(d) = self.1 {
+            map.serialize_entry("dict_value", &AsJson(d))?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for AsJson<'_, proto::Tracker> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let mut map = s.serialize_map(None)?;
+        if !t.sender_id.is_empty() {
+            map.serialize_entry("sender_id", &t.sender_id)?;
+        }
+        if let Some(v) = &t.slots {
+            map.serialize_entry("slots", &AsJson(v))?;
+        }
+        if let Some(v) = &t.latest_message {
+            map.serialize_entry("latest_message", &AsJson(v))?;
+        }
+        if !t.events.is_empty() {
+            map.serialize_entry("events", &Structs(&t.events))?;
+        }
+        if t.paused {
+            map.serialize_entry("paused", &true)?;
+        }
+        if let Some(v) = &t.followup_action {
+            map.serialize_entry("followup_action", v)?;
+        }
+        if !t.active_loop.is_empty() {
+            let sorted: std::collections::BTreeMap<_, _> = t.active_loop.iter().collect();
+            map.serialize_entry("active_loop", &sorted)?;
+        }
+        if let Some(v) = &t.latest_action_name {
+            map.serialize_entry("latest_action_name", v)?;
+        }
+        if !t.stack.is_empty() {
+            map.serialize_entry("stack", &Structs(&t.stack))?;
+        }
+        if let Some(v) = &t.user_id {
+            map.serialize_entry("user_id", v)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for AsJson<'_, proto::Domain> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let d = self.0;
+        let mut map = s.serialize_map(None)?;
+        let mut put = |key: &str, v: &Option<Struct>| match v {
+            Some(v) => map.serialize_entry(key, &AsJson(v)),
+            None => Ok(()),
+        };
+        put("config", &d.config)?;
+        put("session_config", &d.session_config)?;
+        if !d.intents.is_empty() {
+            let items: Vec<_> = d
+                .intents
+                .iter()
+                .map(|i| Either(&i.string_value, &i.dict_value))
+                .collect();
+            map.serialize_entry("intents", &items)?;
+        }
+        if !d.entities.is_empty() {
+            let items: Vec<_> = d
+                .entities
+                .iter()
+                .map(|i| Either(&i.string_value, &i.dict_value))
+                .collect();
+            map.serialize_entry("entities", &items)?;
+        }
+        if let Some(v) = &d.slots {
+            map.serialize_entry("slots", &AsJson(v))?;
+        }
+        if let Some(v) = &d.responses {
+            map.serialize_entry("responses", &AsJson(v))?;
+        }
+        if !d.actions.is_empty() {
+            let items: Vec<_> = d
+                .actions
+                .iter()
+                .map(|i| Either(&i.string_value, &i.dict_value))
+                .collect();
+            map.serialize_entry("actions", &items)?;
+        }
+        if let Some(v) = &d.forms {
+            map.serialize_entry("forms", &AsJson(v))?;
+        }
+        if !d.e2e_actions.is_empty() {
+            map.serialize_entry("e2e_actions", &Structs(&d.e2e_actions))?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for AsJson<'_, proto::WebhookRequest> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.0;
+        let mut map = s.serialize_map(None)?;
+        if !r.next_action.is_empty() {
+            map.serialize_entry("next_action", &r.next_action)?;
+        }
+        if !r.sender_id.is_empty() {
+            map.serialize_entry("sender_id", &r.sender_id)?;
+        }
+        if let Some(t) = &r.tracker {
+            map.serialize_entry("tracker", &AsJson(t))?;
+        }
+        if let Some(d) = &r.domain {
+            map.serialize_entry("domain", &AsJson(d))?;
+        }
+        if !r.version.is_empty() {
+            map.serialize_entry("version", &r.version)?;
+        }
+        if let Some(d) = &r.domain_digest {
+            map.serialize_entry("domain_digest", d)?;
+        }
+        map.end()
+    }
 }
 
 /// The request as the webhook's JSON body.
@@ -333,6 +517,22 @@ mod tests {
                            "responses": {"utter_q": [{"text": "Sure?"}]}}
             })
         );
+    }
+
+    #[test]
+    fn the_bytes_the_server_parses_are_the_same_json() {
+        let body = json!({
+            "next_action": "x", "sender_id": "s", "version": "3.21.0",
+            "tracker": {"sender_id": "s", "slots": {"a": [1, "b", {"c": true}]},
+                        "events": [{"event": "user", "text": "hi", "timestamp": 2.0}],
+                        "paused": true, "followup_action": "f", "active_loop": {"name": "form"},
+                        "stack": [{"frame_id": "1"}], "user_id": "u"},
+            "domain": {"intents": ["affirm"], "entities": ["e"], "actions": ["a"],
+                       "forms": {"form": {}}, "e2e_actions": [{"x": 1}], "config": {"k": 1}}
+        });
+        let request = request_from_json(&body);
+        let bytes: Value = serde_json::from_slice(&request_to_json_bytes(&request)).unwrap();
+        assert_eq!(bytes, request_to_json(&request));
     }
 
     #[test]
