@@ -127,6 +127,12 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
             "--ssl-ca-file (mutual TLS) applies to gRPC: add --grpc or --grpc-port".into(),
         ));
     }
+    if settings.grpc_client_ca.is_some() && settings.tls.is_none() {
+        // Mutual TLS without TLS would serve plain text to anyone: refuse to start.
+        return Err(StartError::Tls(
+            "ssl_ca_file (mutual TLS) needs a certificate and key: --ssl-certificate and --ssl-keyfile".into(),
+        ));
+    }
     let (http, grpc_listener) = match settings.grpc {
         GrpcMode::Only => (None, Some(listener)),
         GrpcMode::Off | GrpcMode::Beside(_) => {
@@ -186,8 +192,10 @@ fn start_grpc(
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = stop.clone();
     let signals = settings.server.handle_signals;
+    let grace = Duration::from_secs(settings.server.shutdown_timeout);
     let actions = actions.clone();
     let task = tokio::spawn(async move {
+        let (asked, asked_rx) = tokio::sync::oneshot::channel::<()>();
         let shutdown = async move {
             if signals {
                 tokio::select! {
@@ -197,9 +205,29 @@ fn start_grpc(
             } else {
                 stopped.notified().await;
             }
-            tracing::info!("gRPC: stopping; calls in flight finish");
+            tracing::info!(
+                grace_secs = grace.as_secs(),
+                "gRPC: stopping; calls in flight finish"
+            );
+            let _ = asked.send(());
         };
-        actions.grpc(listener, tls, shutdown).await
+        let serving = actions.grpc(listener, tls, shutdown);
+        tokio::pin!(serving);
+        // As the webhook's shutdown timeout: calls in flight get `grace`, then the
+        // connections still open (a client that never finishes) are dropped.
+        tokio::select! {
+            result = &mut serving => result,
+            () = async {
+                if asked_rx.await.is_ok() {
+                    tokio::time::sleep(grace).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            } => {
+                tracing::warn!("gRPC: calls still open after the shutdown timeout; closing them");
+                Ok(())
+            }
+        }
     });
     Ok(GrpcRunning { port, stop, task })
 }

@@ -208,7 +208,18 @@ async fn hostile_input_gets_a_clear_status_and_the_server_keeps_serving() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-    assert!(!status.message().contains("grpc-shape"), "nothing echoed");
+    serves(&mut grpc).await;
+    // A value of the wrong type: the error says where, never what the customer wrote.
+    let c = Chat::new("grpc-echo", Some("acct-7"));
+    let mut body = c.request("apply_subscription_change");
+    body["tracker"]["active_loop"] =
+        json!({"name": "form", "is_interrupted": "my card is 4111 1111 1111 1111"});
+    let status = grpc.webhook(request_from_json(&body)).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("invalid request") && !status.message().contains("4111"),
+        "{status:?}"
+    );
     serves(&mut grpc).await;
     // A message past the limit, sent plainly: refused.
     let mut big = Chat::new("grpc-big", Some("acct-7"));
@@ -290,7 +301,35 @@ async fn without_the_token_nothing_runs() {
             Code::Unauthenticated
         );
     }
+    // Every method but health: the stream and the acknowledgement too.
+    assert_eq!(
+        grpc.webhook_stream(apply.clone()).await.unwrap_err().code(),
+        Code::Unauthenticated
+    );
+    assert_eq!(
+        grpc.ack_stream_chunks(actionserver::grpc_proto::StreamChunkAck::default())
+            .await
+            .unwrap_err()
+            .code(),
+        Code::Unauthenticated
+    );
     assert_record(&app, STYLE_BOX, 4, "active").await;
+    let metrics = app
+        .http
+        .get(format!("{}/metrics", app.url))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.contains("route=\"grpc\"") && l.contains("status=\"401\"")),
+        "refused calls are counted as 401s: {metrics}"
+    );
     for (key, value) in [("token", "s3cret"), ("authorization", "Bearer s3cret")] {
         let listed = grpc
             .actions(with_metadata(ActionsRequest {}, key, value))
@@ -431,6 +470,41 @@ async fn grpc_alone_takes_the_port_as_rasa_sdks_does() {
         .await
         .expect("stops when told")
         .unwrap();
+}
+
+#[tokio::test]
+async fn mutual_tls_without_a_certificate_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "not used").unwrap();
+    let endpoints = dir.path().join("endpoints.yml");
+    std::fs::write(
+        &endpoints,
+        format!(
+            "actiongate:\n  server:\n    grpc: true\n    ssl_ca_file: {}\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let cli = <actiongate::cli::Cli as clap::Parser>::parse_from([
+        "actiongate",
+        "--endpoints",
+        endpoints.to_str().unwrap(),
+        "--port",
+        "0",
+        "--embedded-service-port",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    let mut settings = actiongate::config::Settings::resolve(&cli.serve).unwrap();
+    settings.server.handle_signals = false;
+    let error = actiongate::app::start(&settings)
+        .await
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains("ssl_ca_file"), "{error}");
 }
 
 #[test]

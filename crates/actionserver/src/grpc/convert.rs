@@ -1,9 +1,9 @@
 //! The protobuf messages as the JSON the webhook carries, both ways. A request becomes the
 //! JSON that rasa-sdk's `MessageToDict(request, preserving_proto_field_name=True)` makes of
-//! it (fields at their default are absent; `Struct` numbers are floats; the domain's
-//! intents, entities and actions stay `{"string_value": ...}` objects), so an action sees
-//! over gRPC what it would see served by rasa-sdk; an answer's events and responses become
-//! `Struct`s as `ParseDict` makes them.
+//! it (fields at their default are absent; the domain's intents, entities and actions stay
+//! `{"string_value": ...}` objects), but with whole numbers as integers (see [`is_whole`]),
+//! so an action sees over gRPC what it sees over HTTP; an answer's events and responses
+//! become `Struct`s as `ParseDict` makes them.
 
 use prost_types::value::Kind;
 use prost_types::{ListValue, Struct, Value as ProtoValue};
@@ -12,10 +12,19 @@ use serde_json::{Map, Number, Value};
 
 use super::proto;
 
+/// Whether a double is a whole number an `i64` holds exactly. Protobuf's `Struct` has only
+/// doubles: Rasa's integers (a slot of 12, a count) arrive as 12.0 and are given back to the
+/// actions as the integers they were, so a question Rasa rendered with "12" is rendered the
+/// same here. (rasa-sdk's `MessageToDict` hands its actions 12.0.)
+fn is_whole(n: f64) -> bool {
+    n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0
+}
+
 /// A protobuf `Value` as JSON. A number that JSON cannot hold (NaN, infinities) is null.
 pub fn value_to_json(value: &ProtoValue) -> Value {
     match &value.kind {
         None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::NumberValue(n)) if is_whole(*n) => Value::Number(Number::from(*n as i64)),
         Some(Kind::NumberValue(n)) => Number::from_f64(*n).map_or(Value::Null, Value::Number),
         Some(Kind::StringValue(s)) => Value::String(s.clone()),
         Some(Kind::BoolValue(b)) => Value::Bool(*b),
@@ -181,6 +190,7 @@ impl Serialize for AsJson<'_, ProtoValue> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match &self.0.kind {
             None | Some(Kind::NullValue(_)) => s.serialize_unit(),
+            Some(Kind::NumberValue(n)) if is_whole(*n) => s.serialize_i64(*n as i64),
             Some(Kind::NumberValue(n)) if n.is_finite() => s.serialize_f64(*n),
             Some(Kind::NumberValue(_)) => s.serialize_unit(),
             Some(Kind::StringValue(v)) => s.serialize_str(v),
@@ -509,7 +519,7 @@ mod tests {
             json!({
                 "next_action": "count_events", "sender_id": "s1", "version": "3.21.0",
                 "domain_digest": "abc",
-                "tracker": {"sender_id": "s1", "slots": {"n": 3.0, "flag": null},
+                "tracker": {"sender_id": "s1", "slots": {"n": 3, "flag": null},
                             "events": [{"event": "action", "name": "action_listen", "timestamp": 1.5}],
                             "latest_action_name": "action_listen"},
                 "domain": {"intents": [{"string_value": "affirm"},
@@ -533,6 +543,22 @@ mod tests {
         let request = request_from_json(&body);
         let bytes: Value = serde_json::from_slice(&request_to_json_bytes(&request)).unwrap();
         assert_eq!(bytes, request_to_json(&request));
+    }
+
+    #[test]
+    fn whole_numbers_come_back_as_integers_and_fractions_as_they_were() {
+        let request = request_from_json(&json!({"tracker": {"slots": {
+            "months": 12, "ratio": 0.5, "big": 1e300, "negative": -3, "timestamp": 1796027823.5}}}));
+        let bytes: Value = serde_json::from_slice(&request_to_json_bytes(&request)).unwrap();
+        assert_eq!(
+            bytes["tracker"]["slots"],
+            json!({"months": 12, "ratio": 0.5, "big": 1e300, "negative": -3, "timestamp": 1796027823.5})
+        );
+        assert_eq!(bytes["tracker"]["slots"]["months"].to_string(), "12");
+        assert_eq!(
+            request_to_json(&request)["tracker"]["slots"],
+            bytes["tracker"]["slots"]
+        );
     }
 
     #[test]

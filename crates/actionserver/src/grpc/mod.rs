@@ -71,6 +71,8 @@ impl ActionServer {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         // One limit in gRPC: on the message as decoded (decompressed), and on its frame.
         let limit = self.core.settings.limits.max_decompressed;
+        // The token is checked on the call's metadata before its message is read.
+        let gate = self.core.clone();
         let service = ActionServiceServer::from_arc(Arc::new(Grpc {
             core: self.core.clone(),
         }))
@@ -78,6 +80,17 @@ impl ActionServer {
         .send_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(usize::MAX);
+        let service = tonic::service::interceptor::InterceptedService::new(
+            service,
+            move |request: Request<()>| {
+                authorize(&gate, request.metadata()).inspect_err(|status| {
+                    gate.metrics
+                        .record("grpc", "", http_status(status.code()), Duration::ZERO);
+                    tracing::info!(code = ?status.code(), "refused: no valid token");
+                })?;
+                Ok(request)
+            },
+        );
         let (health, health_service) = tonic_health::server::health_reporter();
         health
             .set_service_status(HEALTH_SERVICE_NAME, tonic_health::ServingStatus::Serving)
@@ -134,36 +147,33 @@ fn answer<T>(message: T, size: usize) -> Response<T> {
 const WEBHOOK_ROUTE: &str = "grpc:Webhook";
 const STREAM_ROUTE: &str = "grpc:WebhookStream";
 const ACTIONS_ROUTE: &str = "grpc:Actions";
+const ACK_ROUTE: &str = "grpc:AckStreamChunks";
+
+/// The token, from the metadata Rasa sends as the endpoint's `headers:`: the token name
+/// (`token` by default) or `authorization: Bearer`.
+fn authorize(core: &Core, metadata: &MetadataMap) -> Result<(), Status> {
+    let named = metadata
+        .get(core.settings.token_name.to_ascii_lowercase().as_str())
+        .and_then(|v| v.to_str().ok());
+    let bearer = metadata
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if core.token_accepted([named, bearer].into_iter().flatten()) {
+        Ok(())
+    } else {
+        Err(Status::unauthenticated("a valid token is required"))
+    }
+}
 
 impl Grpc {
-    /// The token, from the metadata Rasa sends as the endpoint's `headers:`: the token
-    /// name (`token` by default) or `authorization: Bearer`.
-    fn authorize(&self, metadata: &MetadataMap) -> Result<(), Status> {
-        let named = metadata
-            .get(self.core.settings.token_name.to_ascii_lowercase().as_str())
-            .and_then(|v| v.to_str().ok());
-        let bearer = metadata
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        if self
-            .core
-            .token_accepted([named, bearer].into_iter().flatten())
-        {
-            Ok(())
-        } else {
-            Err(Status::unauthenticated("a valid token is required"))
-        }
-    }
-
     /// Decodes, runs, answers: the webhook's one path, from the protobuf request.
     async fn run(
         &self,
         request: &proto::WebhookRequest,
     ) -> Result<Option<proto::WebhookResponse>, ApiError> {
-        let body =
-            serde_json::to_vec(&convert::request_to_json(request)).expect("JSON values serialise");
+        let body = convert::request_to_json_bytes(request);
         // The decoded request's share of the body budget, held until the answer is made.
         let mut held = Held::default();
         self.core.budget.cover(&mut held, body.len())?;
@@ -177,7 +187,10 @@ impl Grpc {
                         return Err(ApiError::UnknownAction(name.clone()));
                     }
                 }
-                return Err(ApiError::bad_request(format!("invalid request: {e}"), name));
+                return Err(ApiError::bad_request(
+                    format!("invalid request: {}", crate::server::errors::describe(&e)),
+                    name,
+                ));
             }
         };
         let answer = self.core.execute(&parsed).await?;
@@ -202,8 +215,29 @@ impl Grpc {
         let action = self.core.call_info(action).action;
         self.core
             .metrics
-            .record(route, action, code as u16, started.elapsed());
+            .record(route, action, http_status(code), started.elapsed());
         tracing::info!(route, action, code = ?code, ms = started.elapsed().as_secs_f64() * 1000.0, "served");
+    }
+}
+
+/// The HTTP status a gRPC code stands for (as gRPC's HTTP gateways map them), so the
+/// metrics' `status` label means the same for both transports: alerts on 4xx and 5xx count
+/// gRPC failures too.
+fn http_status(code: tonic::Code) -> u16 {
+    use tonic::Code::*;
+    match code {
+        Ok => 200,
+        InvalidArgument | FailedPrecondition | OutOfRange => 400,
+        Unauthenticated => 401,
+        PermissionDenied => 403,
+        NotFound => 404,
+        AlreadyExists | Aborted => 409,
+        ResourceExhausted => 429,
+        Cancelled => 499,
+        Unimplemented => 501,
+        Unavailable => 503,
+        DeadlineExceeded => 504,
+        Unknown | Internal | DataLoss => 500,
     }
 }
 
@@ -246,14 +280,11 @@ impl ActionService for Grpc {
         request: Request<proto::WebhookRequest>,
     ) -> Result<Response<proto::WebhookResponse>, Status> {
         let started = Instant::now();
-        let result = match self.authorize(request.metadata()) {
-            Err(status) => Err(status),
-            Ok(()) => self
-                .run(request.get_ref())
-                .await
-                .map(Option::unwrap_or_default)
-                .map_err(|e| status_of(&e)),
-        };
+        let result = self
+            .run(request.get_ref())
+            .await
+            .map(Option::unwrap_or_default)
+            .map_err(|e| status_of(&e));
         let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
         self.record(
             WEBHOOK_ROUTE,
@@ -261,7 +292,10 @@ impl ActionService for Grpc {
             &outcome,
             started,
         );
-        result.map(Response::new)
+        result.map(|message| {
+            let size = message.encoded_len();
+            answer(message, size)
+        })
     }
 
     type WebhookStreamStream = EventStream;
@@ -275,7 +309,6 @@ impl ActionService for Grpc {
     ) -> Result<Response<EventStream>, Status> {
         use proto::webhook_stream_event::Event;
         let started = Instant::now();
-        self.authorize(request.metadata())?;
         let name = request.get_ref().next_action.clone();
         let items: Vec<Result<proto::WebhookStreamEvent, Status>> =
             match self.run(request.get_ref()).await {
@@ -312,34 +345,28 @@ impl ActionService for Grpc {
     /// Nothing streams, so there is nothing to stop: the acknowledgement succeeds.
     async fn ack_stream_chunks(
         &self,
-        request: Request<proto::StreamChunkAck>,
+        _: Request<proto::StreamChunkAck>,
     ) -> Result<Response<()>, Status> {
-        self.authorize(request.metadata())?;
+        self.record(ACK_ROUTE, "", &Ok(()), Instant::now());
         Ok(answer((), 0))
     }
 
     async fn actions(
         &self,
-        request: Request<proto::ActionsRequest>,
+        _: Request<proto::ActionsRequest>,
     ) -> Result<Response<proto::ActionsResponse>, Status> {
-        let started = Instant::now();
-        let result = self.authorize(request.metadata()).map(|()| {
-            let actions = self
-                .core
-                .registry
-                .names()
-                .iter()
-                .map(|name| {
-                    convert::json_to_struct(json!({"name": name}).as_object().expect("an object"))
-                })
-                .collect();
-            proto::ActionsResponse { actions }
-        });
-        let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
-        self.record(ACTIONS_ROUTE, "", &outcome, started);
-        result.map(|message| {
-            let size = message.encoded_len();
-            answer(message, size)
-        })
+        let actions: Vec<_> = self
+            .core
+            .registry
+            .names()
+            .iter()
+            .map(|name| {
+                convert::json_to_struct(json!({"name": name}).as_object().expect("an object"))
+            })
+            .collect();
+        self.record(ACTIONS_ROUTE, "", &Ok(()), Instant::now());
+        let message = proto::ActionsResponse { actions };
+        let size = message.encoded_len();
+        Ok(answer(message, size))
     }
 }

@@ -1,9 +1,26 @@
 //! The errors a webhook call can end in, and their one mapping to HTTP: every error is
 //! JSON `{"error", "action_name"}`.
 
+use std::sync::OnceLock;
+
 use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
+use regex::Regex;
 use serde_json::json;
+
+/// A JSON error as a message that says what is wrong and where, never the request's own
+/// text: quoted strings in it (the values serde quotes) are elided, and it is cut at 200
+/// characters (a key serde names can be as long as the caller likes).
+pub fn describe(e: &serde_json::Error) -> String {
+    static QUOTED: OnceLock<Regex> = OnceLock::new();
+    let quoted = QUOTED.get_or_init(|| Regex::new(r#""(?:[^"\\]|\\.)*""#).expect("a valid regex"));
+    let text = e.to_string();
+    let text = quoted.replace_all(&text, "\"…\"");
+    match text.char_indices().nth(200) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.into_owned(),
+    }
+}
 
 /// Why a request was not served.
 #[derive(Debug, thiserror::Error)]
@@ -97,5 +114,24 @@ impl ResponseError for ApiError {
             _ => {}
         }
         response.json(json!({"error": self.to_string(), "action_name": self.action_name()}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    #[test]
+    fn a_json_error_says_where_and_never_repeats_the_value() {
+        let e = serde_json::from_str::<bool>(r#""my card is 4111 \" 1111""#).unwrap_err();
+        let text = describe(&e);
+        assert!(
+            e.to_string().contains("4111"),
+            "serde's own message does: {e}"
+        );
+        assert!(!text.contains("4111") && text.contains("line 1"), "{text}");
+        let long = format!("{{\"{}\": 1}}", "k".repeat(10_000));
+        let e = serde_json::from_str::<std::collections::HashMap<String, bool>>(&long).unwrap_err();
+        assert!(describe(&e).chars().count() <= 201, "{}", describe(&e));
     }
 }

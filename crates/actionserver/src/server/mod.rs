@@ -250,7 +250,10 @@ impl Core {
         }
         let domain = if action.reads_domain() {
             let domain = self.domains.resolve(request).map_err(|e| {
-                ApiError::bad_request(format!("invalid domain: {e}"), Some(name.clone()))
+                ApiError::bad_request(
+                    format!("invalid domain: {}", errors::describe(&e)),
+                    Some(name.clone()),
+                )
             })?;
             match domain {
                 Some(domain) => Some(domain),
@@ -337,9 +340,12 @@ async fn webhook(
             }
             let first = body.iter().find(|b| !b.is_ascii_whitespace());
             let message = if e.is_data() && first != Some(&b'{') {
-                format!("the request must be a JSON object: {e}")
+                format!(
+                    "the request must be a JSON object: {}",
+                    errors::describe(&e)
+                )
             } else {
-                format!("invalid request: {e}")
+                format!("invalid request: {}", errors::describe(&e))
             };
             return Err(ApiError::bad_request(message, name));
         }
