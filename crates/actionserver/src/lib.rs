@@ -3,7 +3,8 @@
 //! [`Action`] trait an action implements with a plain `async fn`, the [`Registry`] of
 //! actions, and the HTTP server ([`serve`], [`ServerSettings`]) that speaks the
 //! action-server protocol as rasa-sdk does (body decoding, the domain-digest exchange,
-//! authentication, CORS, TLS, metrics, graceful shutdown, and JSON errors in one place). It
+//! authentication, CORS, TLS, metrics, graceful shutdown, and JSON errors in one place) and,
+//! with the `grpc` feature, Rasa Pro's gRPC ActionService from the same [`ActionServer`]. It
 //! knows nothing of what the actions do. Everything public is re-exported here; the modules
 //! behind it are private.
 //!
