@@ -9,8 +9,6 @@
 //! token. Nothing echoes the request.
 
 pub mod convert;
-/// The messages and the service, generated from proto/action_webhook.proto
-/// (scripts/generate-grpc.sh).
 #[allow(clippy::all)]
 pub mod proto;
 

@@ -4,6 +4,11 @@
 
 use std::path::Path;
 
+/// The module's opening line, as every module of the workspace has one.
+const HEADER: &str = "//! The ActionService's messages, server and client, generated from\n\
+//! proto/action_webhook.proto by scripts/generate-grpc.sh (protox and tonic-prost-build):\n\
+//! do not edit.\n";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let proto = here.join("..");
@@ -15,9 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_transport(false)
         .out_dir(&out)
         .compile_fds(descriptors)?;
-    std::fs::rename(
-        out.join("action_server_webhook.rs"),
-        out.join("proto.rs"),
-    )?;
+    let generated = std::fs::read_to_string(out.join("action_server_webhook.rs"))?;
+    std::fs::write(out.join("proto.rs"), format!("{HEADER}{generated}"))?;
+    std::fs::remove_file(out.join("action_server_webhook.rs"))?;
     Ok(())
 }
