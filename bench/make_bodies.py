@@ -11,7 +11,11 @@
   confirmed change (select -> change memory slots -> confirmation question -> "yes")
   for WS-SUB-3304 stop_renewal r4 of data/demo_subscriptions.json, account acct-7.
 
-Usage: make_bodies.py OUT_DIR [--sizes 10,1000,10000]
+* with ``--real``, ``select-<N>.json`` and ``apply-<N>.json``: the real actions at N events
+  (bench/real_actions.sh): earlier turns, then the customer asking to stop the renewal of
+  WS-SUB-3304 (select), or the same conversation asked and answered "yes" (apply).
+
+Usage: make_bodies.py OUT_DIR [--sizes 10,1000,10000] [--real]
 """
 
 import argparse
@@ -273,7 +277,7 @@ def confirmation_text(memory):
     ).format(**memory)
 
 
-def apply_body():
+def apply_body(n=None, stop_at_request=False):
     with open(os.path.join(REPO, "data", "demo_subscriptions.json")) as f:
         subs = json.load(f)
     sub = next(s for s in subs if s["id"] == "WS-SUB-3304")
@@ -289,8 +293,22 @@ def apply_body():
     clock = Clock()
     start_meta = {"account_id": sub["account"]}
     events = session_start(clock, start_meta)
+    if n is not None:
+        # Earlier turns (greetings, listings), so the tracker holds n events in all.
+        tail = 2 if stop_at_request else 15
+        filler = [e for e in conversation_events(2 * n + 50, seed=11)[5:] if e.get("name") != "select_subscription_change"
+                  and not (e["event"] == "bot" and (e.get("metadata") or {}).get("utter_action") == "utter_confirm_subscription_change")]
+        filler = [e for e in filler if not (e["event"] == "slot" and e["name"].startswith("change_"))]
+        for e in filler[: max(0, n - len(events) - tail)]:
+            e = dict(e)
+            e["timestamp"] = clock.tick()
+            events.append(e)
     events.append(user(clock, rng, "request_stop_renewal", "please stop the renewal of WS-SUB-3304", {}))
     events.append(featurization(clock))
+    if stop_at_request:
+        slots = {"subscription": sub["id"], "change_type": option["change_type"],
+                 "session_started_metadata": start_meta}
+        return request(events, "select_subscription_change", slots, sender="bench-select-1")
     events.append(action(clock, "select_subscription_change", "RulePolicy", 1.0))
     for name, value in memory.items():
         events.append(slot(clock, name, value))
@@ -317,6 +335,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
     parser.add_argument("--sizes", default="10,1000,10000")
+    parser.add_argument("--real", action="store_true")
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     for n in (int(s) for s in args.sizes.split(",")):
@@ -330,6 +349,13 @@ def main(argv):
     with open(path, "w") as f:
         json.dump(apply_body(), f)
     print("%s %d bytes" % (path, os.path.getsize(path)))
+    if args.real:
+        for n in (int(s) for s in args.sizes.split(",")):
+            for name, body in (("select", apply_body(n, stop_at_request=True)), ("apply", apply_body(n))):
+                path = os.path.join(args.out_dir, "%s-%d.json" % (name, n))
+                with open(path, "w") as f:
+                    json.dump(body, f)
+                print("%s %d bytes, %d events" % (path, os.path.getsize(path), len(body["tracker"]["events"])))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The real actions, side by side: the seed's sample as rasa-sdk 3.21.1 actions
+# (bench/seed_actions: select and apply, aiohttp to the service) against `actiongate
+# serve`, both calling one `actiongate subscription-service` process, with the same bodies
+# (bench/make_bodies.py --real: select at 10 / 1,000 / 10,000 events, and the confirmed
+# "yes" delivered again, so each takes its repeat path), `wrk -t2 -c16`, and the CPU time
+# of each server process per request read from /proc. Issue 17's table, in one command.
+#
+# Usage: bench/real_actions.sh [--duration SECONDS] [--sizes 10,1000,10000] [--no-build]
+#                              [--out FILE]
+# Needs: python3 (3.11), cargo, wrk, curl. The venv (.venv-real; REAL_VENV overrides it) is
+# made from the pinned list bench/seed_actions/requirements.txt when missing or different.
+# Everything listens on 127.0.0.1 and is stopped on exit.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+DURATION=10
+SIZES="10,1000,10000"
+BUILD=1
+OUT="bench/results/real-actions.md"
+VENV="${REAL_VENV:-$ROOT/.venv-real}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --duration) DURATION="$2"; shift ;;
+    --sizes) SIZES="$2"; shift ;;
+    --no-build) BUILD=0 ;;
+    --out) OUT="$2"; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+log() { printf '[real] %s\n' "$*" >&2; }
+WORK=$(mktemp -d /tmp/actiongate-real.XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; PIDS=(); }
+trap 'cleanup; rm -rf "$WORK"' EXIT
+
+command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }
+REQUIREMENTS="$ROOT/bench/seed_actions/requirements.txt"
+if ! cmp -s "$REQUIREMENTS" "$VENV/.requirements" 2>/dev/null; then
+  log "making $VENV from bench/seed_actions/requirements.txt"
+  [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q -r "$REQUIREMENTS"
+  cp "$REQUIREMENTS" "$VENV/.requirements"
+fi
+[[ "$BUILD" == 1 ]] && cargo build --release --quiet --bin actiongate
+BIN="$ROOT/target/release/actiongate"
+python3 bench/make_bodies.py "$WORK" --sizes "$SIZES" --real >/dev/null
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+wait_http() { for _ in $(seq 300); do curl -sf -o /dev/null "$1" && return 0; sleep 0.2; done; log "not ready: $1"; return 1; }
+
+SP=$(free_port); AP=$(free_port); PP=$(free_port)
+setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
+PIDS+=($!); SERVICE_PID=$!
+wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
+(cd "$WORK" && exec setsid "$BIN" serve --host 127.0.0.1 --port "$AP" --subscriptions-url "http://127.0.0.1:$SP" \
+  --data-dir "$WORK/actiongate" --rate-capacity 1000000) >"$WORK/actiongate.log" 2>&1 &
+PIDS+=($!); AG_PID=$!
+(cd bench && SUBSCRIPTIONS_URL="http://127.0.0.1:$SP" PYTHONDONTWRITEBYTECODE=1 \
+  exec setsid "$VENV/bin/python" -m rasa_sdk --actions seed_actions -p "$PP") >"$WORK/python.log" 2>&1 &
+PIDS+=($!); PY_PID=$!
+wait_http "http://127.0.0.1:$AP/health"; wait_http "http://127.0.0.1:$PP/health"
+# CPU of a server: every process of its group (rasa-sdk serves in a child of its primary).
+group_ticks() {
+  local total=0 pid t
+  for pid in $(ps -o pid= -g "$1"); do
+    t=$(cpu_ticks "$pid" 2>/dev/null || echo 0); total=$((total + ${t:-0}))
+  done
+  echo "$total"
+}
+
+# Each server changes records of its own, one per size (RA-<server>-<N>, a copy of the demo
+# data's WS-SUB-3304), so each one's first "yes" makes the change and every later delivery
+# is a repeat for it. The bodies are the same but for that id.
+put_record() { # ID
+  python3 - "$SP" "$1" <<'PY'
+import json, sys, urllib.request
+port, rid = sys.argv[1], sys.argv[2]
+base = f"http://127.0.0.1:{port}/v1/subscriptions/"
+record = json.load(urllib.request.urlopen(base + "WS-SUB-3304"))
+record.pop("revision", None)
+record["id"] = rid
+req = urllib.request.Request(base + rid, data=json.dumps(record).encode(), method="PUT",
+                             headers={"Content-Type": "application/json"})
+print(json.loads(urllib.request.urlopen(req).read())["revision"])
+PY
+}
+declare -A REVISION
+body_for() { # ACTION N SERVER: the body, with the server's record and its revision
+  local out="$WORK/$1-$2-$3.json"
+  [[ -f "$out" ]] || sed -e "s/WS-SUB-3304 stop_renewal r4/RA-$3-$2 stop_renewal r${REVISION[$3-$2]}/g" \
+    -e "s/WS-SUB-3304/RA-$3-$2/g" "$WORK/$1-$2.json" >"$out"
+  echo "$out"
+}
+
+RESULTS="$WORK/results.tsv"; : >"$RESULTS"
+# measure ACTION SIZE NAME PORT PID BODY: warm-up, one timed wrk run; req/s, p99, CPU µs/req.
+measure() {
+  local action="$1" size="$2" name="$3" port="$4" pid="$5" body="$6" line c0 c1
+  BENCH_BODY="$body" wrk -t2 -c16 -d2s -s bench/post_body.lua "http://127.0.0.1:$port" >/dev/null 2>&1
+  c0=$(group_ticks "$pid")
+  line=$(BENCH_BODY="$body" wrk -t2 -c16 -d"${DURATION}s" --timeout 30s --latency -s bench/post_body.lua \
+    "http://127.0.0.1:$port" 2>&1 | awk '/^RESULT/ {print $2, $3, $4, $5, $6, $7}')
+  c1=$(group_ticks "$pid")
+  read -r rps p50 p99 requests bad sock <<<"$line"
+  python3 - "$action" "$size" "$name" "$rps" "$p99" "$requests" "$bad" "$sock" "$((c1 - c0))" "$(getconf CLK_TCK)" >>"$RESULTS" <<'PY'
+import sys
+action, size, name, rps, p99, requests, bad, sock, ticks, tck = sys.argv[1:]
+cpu = int(ticks) / int(tck) * 1e6 / max(1, int(requests))
+print("\t".join([action, size, name, "%.0f" % float(rps), "%.2f" % (int(p99) / 1000), "%.0f" % cpu, str(int(bad) + int(sock))]))
+PY
+  log "$(tail -1 "$RESULTS")"
+}
+check() { # NAME PORT BODY: the answer is 200 and names an outcome
+  local code
+  code=$(curl -s -o "$WORK/check.out" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "@$3" "http://127.0.0.1:$2/webhook")
+  [[ "$code" == 200 ]] || { log "$1: HTTP $code: $(head -c 300 "$WORK/check.out")"; exit 1; }
+  python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); s={e["name"]: e.get("value") for e in b["events"] if e.get("event")=="slot"}; print(sys.argv[2], s.get("change_status"), s.get("change_reason"))' "$WORK/check.out" "$1" >&2
+}
+
+IFS=, read -r -a SIZE_LIST <<<"$SIZES"
+# Select first, while the records still offer the change; then apply: each server's first
+# apply (the check) makes the change on its record, after which it takes its repeat path
+# (actiongate: the store's recorded outcome; the sample: the record read again and
+# compared, and refused as moved on).
+for n in "${SIZE_LIST[@]}"; do
+  for server in python actiongate; do REVISION[$server-$n]=$(put_record "RA-$server-$n"); done
+done
+for action in select apply; do
+  for n in "${SIZE_LIST[@]}"; do
+    check actiongate "$AP" "$(body_for "$action" "$n" actiongate)"
+    check python "$PP" "$(body_for "$action" "$n" python)"
+    measure "$action" "$n" python "$PP" "$PY_PID" "$(body_for "$action" "$n" python)"
+    measure "$action" "$n" actiongate "$AP" "$AG_PID" "$(body_for "$action" "$n" actiongate)"
+  done
+done
+
+mkdir -p "$(dirname "$OUT")"
+python3 - "$RESULTS" "$OUT" "$DURATION" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+by = {(r[0], r[1], r[2]): r for r in rows}
+lines = ["| action | events | Python req/s | actiongate req/s | Python p99 ms | actiongate p99 ms | Python CPU µs/req | actiongate CPU µs/req | CPU less by | req/s more by |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for action in ("select", "apply"):
+    for size in dict.fromkeys(r[1] for r in rows):
+        py, ag = by.get((action, size, "python")), by.get((action, size, "actiongate"))
+        if not py or not ag:
+            continue
+        label = "apply (repeat)" if action == "apply" else action
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %.1f× | %.1f× |" % (
+            label, "{:,}".format(int(size)), "{:,}".format(int(py[3])), "{:,}".format(int(ag[3])), py[4], ag[4],
+            "{:,}".format(int(py[5])), "{:,}".format(int(ag[5])),
+            float(py[5]) / max(1.0, float(ag[5])), float(ag[3]) / max(1.0, float(py[3]))))
+table = "\n".join(lines)
+text = ("# The real actions: the seed's sample (rasa-sdk 3.21.1) against actiongate serve\n\n"
+        "Produced by `bash bench/real_actions.sh`: one `actiongate subscription-service` for both, "
+        "`wrk -t2 -c16 -d%ss` after a 2 s warm-up, CPU of each server process per request from /proc.\n\n" % sys.argv[3]
+        + table + "\n")
+open(sys.argv[2], "w").write(text)
+print(table)
+PY
+log "table written to $OUT"
