@@ -1,5 +1,6 @@
 //! Wiring for `serve` and `subscription-service`: the embedded service, the store, the
-//! guard and the actions put together from the [`Settings`]; TLS; the background
+//! guard and the actions put together from the [`Settings`]; the service events listener;
+//! TLS; the background
 //! housekeeping (reconciling unknown outcomes, audit retention); the server started and
 //! stopped on a signal.
 
@@ -16,6 +17,7 @@ use crate::cli::ServeArgs;
 use crate::config::ConfigError;
 use crate::config::{GrpcMode, Settings};
 use crate::consent::Guard;
+use crate::events::Inbox;
 use crate::store::Store;
 use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
 use crate::subscriptions::ServiceClient;
@@ -48,6 +50,15 @@ pub struct Started {
     pub http: Option<actix_web::dev::Server>,
     pub grpc: Option<GrpcRunning>,
     pub store: Store,
+    /// The service events listener, when events are received: its port and a handle to
+    /// stop it (it runs on its own task).
+    pub events: Option<EventsRunning>,
+}
+
+/// The service events listener (`POST /v1/service-events`), running on its own task.
+pub struct EventsRunning {
+    pub port: u16,
+    pub handle: actix_web::dev::ServerHandle,
 }
 
 /// The gRPC ActionService, running on its own task.
@@ -77,6 +88,15 @@ impl GrpcRunning {
 pub async fn start(settings: &Settings) -> Result<Started, StartError> {
     crate::telemetry::install_crypto();
     std::fs::create_dir_all(&settings.data_dir)?;
+    // Bound first, so the embedded service can deliver its events here from the start.
+    let events_listener = match &settings.events {
+        Some(events) => Some(TcpListener::bind((events.host.as_str(), events.port))?),
+        None => None,
+    };
+    let events_port = match &events_listener {
+        Some(listener) => Some(listener.local_addr()?.port()),
+        None => None,
+    };
     let (service_url, embedded_port) = match &settings.subscriptions_url {
         Some(url) => (url.clone(), None),
         None => {
@@ -88,6 +108,16 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
                     token: settings.subscriptions_token.clone(),
                     command_delay: settings.embedded_command_delay,
                     faults: Default::default(),
+                    // With events received, the embedded service delivers its own here.
+                    events: settings
+                        .events
+                        .as_ref()
+                        .zip(events_port)
+                        .map(|(events, port)| embedded::EventDelivery {
+                            url: format!("http://127.0.0.1:{port}/v1/service-events"),
+                            secret: events.secret.clone(),
+                            faults: Default::default(),
+                        }),
                 },
             )
             .await?;
@@ -119,7 +149,25 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         min_age,
         settings.audit_retention,
     );
+    let events = match (events_listener, &settings.events) {
+        (Some(listener), Some(events)) => {
+            let inbox = Inbox::new(guard.clone(), &events.secret, events.tolerance);
+            let port = listener.local_addr()?.port();
+            let counters = inbox.counters();
+            let server = crate::events::serve(listener, inbox)?;
+            let handle = server.handle();
+            tokio::spawn(server);
+            tracing::info!(port, host = %events.host, "receiving service events on /v1/service-events");
+            Some((EventsRunning { port, handle }, counters))
+        }
+        _ => None,
+    };
     let actions = ActionServer::new(subscription_actions(guard), settings.server.clone());
+    if let Some((_, counters)) = &events {
+        let counters = counters.clone();
+        actions.add_metrics(move |out| counters.render(out));
+    }
+    let events = events.map(|(running, _)| running);
     let listener = TcpListener::bind((settings.host.as_str(), settings.port))?;
     let port = listener.local_addr()?.port();
     if settings.grpc_client_ca.is_some() && settings.grpc == GrpcMode::Off {
@@ -167,6 +215,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         http,
         grpc,
         store,
+        events,
     })
 }
 
@@ -269,6 +318,7 @@ fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, StartErro
 pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
     let settings = Settings::resolve(args)?;
     let started = start(&settings).await?;
+    let events = started.events.map(|e| e.handle);
     match (started.http, started.grpc) {
         (Some(http), Some(grpc)) => {
             // Either stopping stops both: a signal reaches each, and an error in one
@@ -294,12 +344,16 @@ pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
         (None, Some(grpc)) => grpc.stopped().await?,
         (None, None) => {}
     }
+    if let Some(events) = events {
+        events.stop(true).await;
+    }
     tracing::info!("stopped");
     Ok(())
 }
 
 /// `actiongate subscription-service`: the embedded service alone, until SIGTERM/SIGINT.
 pub async fn subscription_service(args: &crate::cli::ServiceArgs) -> Result<(), StartError> {
+    crate::telemetry::install_crypto();
     std::fs::create_dir_all(&args.data_dir)?;
     let seed = match &args.seed {
         Some(path) => std::fs::read_to_string(path)
@@ -320,6 +374,17 @@ pub async fn subscription_service(args: &crate::cli::ServiceArgs) -> Result<(), 
                 slow: Duration::from_millis(args.fault_slow_ms),
                 fail_percent: args.fault_fail_percent,
             },
+            events: args.events_url.as_ref().map(|url| embedded::EventDelivery {
+                url: url.clone(),
+                secret: args.events_secret.clone().unwrap_or_default(),
+                faults: embedded::DeliveryFaults {
+                    copies: args.events_copies,
+                    delay_percent: args.events_delay_percent,
+                    delay: Duration::from_millis(args.events_delay_ms),
+                    reorder: args.events_reorder,
+                    drop_percent: args.events_drop_percent,
+                },
+            }),
         },
     )
     .await?;

@@ -167,6 +167,19 @@ pub struct ServeArgs {
     /// Seconds between reconciliation passes over unknown outcomes.
     #[arg(long, default_value_t = 30)]
     pub reconcile_interval: u64,
+    /// Receive the subscription service's signed change events on this port
+    /// (`POST /v1/service-events`; never the port Rasa calls). Needs --events-secret.
+    #[arg(long)]
+    pub events_port: Option<u16>,
+    /// Address the events listener binds (default 127.0.0.1).
+    #[arg(long)]
+    pub events_host: Option<String>,
+    /// The secret the service signs its events with.
+    #[arg(long, env = "ACTIONGATE_EVENTS_SECRET", hide_env_values = true)]
+    pub events_secret: Option<String>,
+    /// Seconds an event's signature timestamp may be from now (default 300).
+    #[arg(long)]
+    pub events_tolerance: Option<u64>,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -212,6 +225,27 @@ pub struct ServiceArgs {
     /// Percentage of calls answered 503 without doing anything.
     #[arg(long, default_value_t = 0.0)]
     pub fault_fail_percent: f64,
+    /// Deliver an event after each change and each PUT to this URL (e.g.
+    /// http://127.0.0.1:5057/v1/service-events), signed with --events-secret.
+    #[arg(long, requires = "events_secret")]
+    pub events_url: Option<String>,
+    /// The secret events are signed with.
+    #[arg(long, env = "ACTIONGATE_EVENTS_SECRET", hide_env_values = true)]
+    pub events_secret: Option<String>,
+    /// Send each event delivery this many times (tests and soak).
+    #[arg(long, default_value_t = 1)]
+    pub events_copies: u32,
+    /// Percentage of events held back by --events-delay-ms, so later ones overtake them.
+    #[arg(long, default_value_t = 0.0)]
+    pub events_delay_percent: f64,
+    #[arg(long, default_value_t = 0)]
+    pub events_delay_ms: u64,
+    /// Deliver each batch of due events newest first.
+    #[arg(long)]
+    pub events_reorder: bool,
+    /// Percentage of events dropped without being sent (lost deliveries).
+    #[arg(long, default_value_t = 0.0)]
+    pub events_drop_percent: f64,
     #[command(flatten)]
     pub log: LogArgs,
 }

@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod consent;
 pub mod conversation;
+pub mod events;
 pub mod project_lint;
 pub mod store;
 pub mod subscriptions;

@@ -76,6 +76,7 @@ on_both!(
     the_rate_limit_is_shared_by_replicas,
     the_audit_trail_records_every_decision,
     a_store_the_earlier_migration_runner_made_is_adopted,
+    two_replicas_receiving_the_same_events_resolve_each_once,
 );
 
 fn op(key: &str) -> Operation {
@@ -354,6 +355,7 @@ async fn service(dir: &std::path::Path) -> String {
             token: None,
             command_delay: Duration::ZERO,
             faults: Default::default(),
+            events: None,
         },
     )
     .await
@@ -675,4 +677,100 @@ async fn the_audit_trail_records_every_decision(backend: Backend) {
         "{table}"
     );
     assert_eq!(json!(entries.len()), json!(3));
+}
+
+/// Two replicas on one store, each receiving every event of two unknown operations three
+/// times, all at once: each operation is resolved once, each event recorded once.
+async fn two_replicas_receiving_the_same_events_resolve_each_once(backend: Backend) {
+    use actiongate::consent::Terms;
+    use actiongate::subscriptions::events::{sign, SIGNATURE_HEADER};
+    use actiongate::subscriptions::model::effective_text;
+    const SECRET: &str = "replica-events";
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let events = ["--events-port", "0", "--events-secret", SECRET];
+    let a = app_on(&db, &service, &events).await;
+    let b = app_on(&db, &service, &events).await;
+    let mut bodies = Vec::new();
+    for (subscription, effective_at, revision) in [
+        ("WS-SUB-3304", "2027-01-01T00:00:00Z", 4),
+        ("WS-SUB-3310", "2027-03-01T00:00:00Z", 2),
+    ] {
+        let key = format!("ag-replicas-{subscription}");
+        let terms = Terms {
+            tag: format!("{subscription} stop_renewal r{revision}"),
+            label: "Stop renewal at the end of the current period".into(),
+            effective: effective_text(effective_at).unwrap(),
+            entitlements: "as read out".into(),
+        };
+        let mut unknown = op(&key);
+        unknown.subscription = subscription.into();
+        unknown.revision = revision;
+        unknown.terms = serde_json::to_string(&terms).unwrap();
+        a.store.claim(&unknown).await.unwrap();
+        assert!(a.store.mark_sent(&key).await.unwrap());
+        a.store
+            .set_state(&key, OpState::Unknown, None)
+            .await
+            .unwrap();
+        let record = reqwest::get(format!("{service}/v1/subscriptions/{subscription}"))
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap();
+        let event = json!({
+            "id": format!("evt_{key}"), "type": "change.scheduled", "created": 0,
+            "subscription": subscription, "account": "acct-7", "revision": revision + 1,
+            "request_key": key,
+            "change": {"request_key": key, "subscription": subscription, "change_type": "stop_renewal",
+                       "status": "scheduled", "effective_at": effective_at, "revision": revision + 1},
+            "record": record,
+        });
+        bodies.push((key, serde_json::to_vec(&event).unwrap()));
+    }
+    let client = reqwest::Client::new();
+    let mut deliveries = Vec::new();
+    for (_, body) in &bodies {
+        for url in [a.events_url(), b.events_url()] {
+            for _ in 0..3 {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs() as i64;
+                let request = client
+                    .post(&url)
+                    .header(SIGNATURE_HEADER, sign(SECRET.as_bytes(), t, body))
+                    .body(body.clone());
+                deliveries.push(tokio::spawn(async move {
+                    let answer: Value = request.send().await.unwrap().json().await.unwrap();
+                    answer["verdict"].as_str().unwrap().to_owned()
+                }));
+            }
+        }
+    }
+    let verdicts: Vec<String> = futures_util::future::join_all(deliveries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let resolved = verdicts.iter().filter(|v| *v == "resolved").count();
+    assert_eq!(resolved, 2, "one resolution per operation: {verdicts:?}");
+    assert!(
+        verdicts
+            .iter()
+            .all(|v| v == "resolved" || v == "duplicate" || v == "confirmed"),
+        "{verdicts:?}"
+    );
+    for (key, _) in &bodies {
+        let op = a.store.operation(key).await.unwrap().unwrap();
+        assert_eq!(op.state, OpState::Applied, "{key}");
+    }
+    let recorded = a.store.received_events(None).await.unwrap();
+    assert_eq!(recorded.len(), 2, "each event recorded once: {recorded:?}");
+    assert!(
+        recorded.iter().all(|e| e.verdict == "resolved"),
+        "{recorded:?}"
+    );
 }

@@ -102,6 +102,23 @@ pub struct Section {
     pub audit: Option<AuditSection>,
     #[serde(default)]
     pub server: Option<ServerSection>,
+    #[serde(default)]
+    pub events: Option<EventsSection>,
+}
+
+/// The service's change events: where they are received and the secret they are signed
+/// with.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsSection {
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub secret: Option<String>,
+    #[serde(default)]
+    pub tolerance_secs: Option<u64>,
 }
 
 /// Where the subscription service is. Without `url`, the embedded service runs.

@@ -35,6 +35,19 @@ pub struct Settings {
     pub consent: ConsentConfig,
     pub audit_retention: Duration,
     pub reconcile_interval: Duration,
+    /// Where the service's change events are received, when they are.
+    pub events: Option<EventsSettings>,
+}
+
+/// The events listener (`POST /v1/service-events`).
+#[derive(Debug, Clone)]
+pub struct EventsSettings {
+    pub host: String,
+    /// 0 picks a free port.
+    pub port: u16,
+    pub secret: String,
+    /// How far an event's signature timestamp may be from now.
+    pub tolerance: Duration,
 }
 
 /// Which transports Rasa can call.
@@ -93,6 +106,39 @@ impl Settings {
                     format!("{}: {e}", seed.display()),
                 )
             })?,
+        };
+        let events_section = section.and_then(|s| s.events.as_ref());
+        let events_port = args
+            .events_port
+            .or_else(|| events_section.and_then(|e| e.port));
+        let events_secret = args
+            .events_secret
+            .clone()
+            .or_else(|| events_section.and_then(|e| e.secret.clone()))
+            .filter(|s| !s.is_empty());
+        let events = match (events_port, events_secret) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(ConfigError::new(
+                    path,
+                    "actiongate.events.secret",
+                    "receiving events needs the secret they are signed with (--events-secret or ACTIONGATE_EVENTS_SECRET)",
+                ))
+            }
+            (Some(port), Some(secret)) => Some(EventsSettings {
+                host: args
+                    .events_host
+                    .clone()
+                    .or_else(|| events_section.and_then(|e| e.host.clone()))
+                    .unwrap_or_else(|| "127.0.0.1".to_owned()),
+                port,
+                secret,
+                tolerance: Duration::from_secs(
+                    args.events_tolerance
+                        .or_else(|| events_section.and_then(|e| e.tolerance_secs))
+                        .unwrap_or(300),
+                ),
+            }),
         };
         let subscriptions_url = args
             .subscriptions_url
@@ -312,6 +358,7 @@ impl Settings {
                         .unwrap_or(90),
             ),
             reconcile_interval: Duration::from_secs(args.reconcile_interval.max(1)),
+            events,
         })
     }
 }

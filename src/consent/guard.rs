@@ -431,8 +431,13 @@ impl ConfirmedChange {
                 (OpState::Failed, outcome)
             }
         };
-        let recorded = serde_json::to_string(&outcome).expect("an outcome serialises");
-        store.set_state(key, state, Some(&recorded)).await?;
+        let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+        if !store.set_state(key, state, Some(&json)).await? {
+            // A service event resolved it while the answer was awaited: that is the outcome.
+            if let Some(op) = store.operation(key).await? {
+                return Ok(recorded(&op));
+            }
+        }
         Ok(outcome)
     }
 }
@@ -609,16 +614,29 @@ impl Guard {
         .await
     }
 
-    /// Steps 11 to 13: reads the record and compares it with the confirmation.
+    /// Steps 11 to 13: reads the record and compares it with the confirmation. When the
+    /// read fails, nothing is sent; but if the service's events already said the record
+    /// moved past the confirmed revision, step 13's answer is given from that record, so
+    /// the customer hears what changed rather than only that the service is away.
     async fn read_and_compare(&self, confirmation: &Confirmation) -> Result<Terms, Outcome> {
-        let record = self
-            .client
-            .get(&confirmation.tag.subscription)
-            .await
-            .map_err(|e| {
+        let record = match self.client.get(&confirmation.tag.subscription).await {
+            Ok(record) => record,
+            Err(e) => {
                 tracing::warn!(error = %e, "the subscription could not be read");
-                Outcome::blocked(Reason::ServiceUnavailable)
-            })?;
+                if let Ok(Some((revision, _, json))) = self
+                    .store
+                    .known_record(&confirmation.tag.subscription)
+                    .await
+                {
+                    if revision > confirmation.tag.revision {
+                        if let Ok(record) = serde_json::from_str::<Subscription>(&json) {
+                            compare_facts(confirmation, Some(&record))?;
+                        }
+                    }
+                }
+                return Err(Outcome::blocked(Reason::ServiceUnavailable));
+            }
+        };
         compare_facts(confirmation, record.as_ref())
     }
 
@@ -686,9 +704,16 @@ impl Guard {
                     why: Some("The subscription service has no record of this change; nothing was changed.".into()),
                 };
                 let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-                self.store
+                if !self
+                    .store
                     .set_state(&op.request_key, OpState::Failed, Some(&json))
-                    .await?;
+                    .await?
+                {
+                    // Resolved meanwhile (an event said it was applied): that stands.
+                    if let Some(now) = self.store.operation(&op.request_key).await? {
+                        return Ok(recorded(&now));
+                    }
+                }
                 Ok(outcome)
             }
             Ok(None) => Ok(pending()),

@@ -32,6 +32,12 @@ const FILES: &[File] = &[
         sqlite: include_str!("../../migrations/sqlite/0002_open_per_subscription.sql"),
         postgres: include_str!("../../migrations/postgres/0002_open_per_subscription.sql"),
     },
+    File {
+        version: 3,
+        description: "service events",
+        sqlite: include_str!("../../migrations/sqlite/0003_service_events.sql"),
+        postgres: include_str!("../../migrations/postgres/0003_service_events.sql"),
+    },
 ];
 
 /// The files of one dialect, as sqlx's migrator reads a source.

@@ -557,6 +557,7 @@ mod command_tests {
                 token: None,
                 command_delay: Duration::from_millis(delay_ms),
                 faults: Default::default(),
+                events: None,
             },
         )
         .await

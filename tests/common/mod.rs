@@ -24,6 +24,8 @@ pub struct TestApp {
     pub store: actiongate::store::Store,
     /// The gRPC ActionService, when the app serves it beside the webhook (`--grpc-port`).
     pub grpc: Option<actiongate::app::GrpcRunning>,
+    /// The service events listener, when the app receives events (`--events-port`).
+    pub events: Option<actiongate::app::EventsRunning>,
 }
 
 impl std::ops::Deref for TestApp {
@@ -91,6 +93,7 @@ pub async fn spawn_settings(settings: Settings, dir: tempfile::TempDir) -> TestA
         handle,
         store: started.store,
         grpc: started.grpc,
+        events: started.events,
     }
 }
 
@@ -129,6 +132,15 @@ impl TestApp {
         if let Some(grpc) = &self.grpc {
             grpc.stop();
         }
+        if let Some(events) = &self.events {
+            events.handle.stop(false).await;
+        }
+    }
+
+    /// The events listener's URL (`--events-port 0`).
+    pub fn events_url(&self) -> String {
+        let port = self.events.as_ref().expect("the app receives events").port;
+        format!("http://127.0.0.1:{port}/v1/service-events")
     }
 
     /// The gRPC endpoint, when served (`--grpc-port 0`).

@@ -1,9 +1,11 @@
 //! The reference subscription service: a real HTTP implementation of the contract the
 //! action server talks to (CONTRACT.md section 6) with its records in SQLite, the demo data,
 //! and fault injection for soak and fault tests ([`embedded`]); and the records and
-//! commands as that contract carries them ([`model`]), shared with the server's client.
+//! commands as that contract carries them ([`model`]), shared with the server's client; and
+//! the signed change events it delivers ([`events`]).
 //! `actiongate serve` starts it in-process unless a service URL is given;
 //! `actiongate subscription-service` runs it alone.
 
 pub mod embedded;
+pub mod events;
 pub mod model;

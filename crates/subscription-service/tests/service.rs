@@ -30,6 +30,7 @@ async fn start_with_delay(
             token: token.map(str::to_owned),
             command_delay,
             faults: Default::default(),
+            events: None,
         },
     )
     .await

@@ -17,10 +17,14 @@ struct Histogram {
     count: u64,
 }
 
+/// Writes more metrics, in Prometheus' text format, after the server's own.
+pub type MetricsSource = Box<dyn Fn(&mut String) + Send + Sync>;
+
 /// Counts requests by route, action and status, and their latency by route.
 #[derive(Default)]
 pub struct Metrics {
     inner: Mutex<Inner>,
+    sources: std::sync::RwLock<Vec<MetricsSource>>,
 }
 
 /// Counts by route, then action, then status: looked up by `&str`, so a request
@@ -111,7 +115,24 @@ impl Metrics {
                 h.count
             );
         }
+        drop(inner);
+        for source in self
+            .sources
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            source(&mut out);
+        }
         out
+    }
+
+    /// Adds a source of more metrics to `GET /metrics`.
+    pub fn add_source(&self, source: MetricsSource) {
+        self.sources
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(source);
     }
 }
 

@@ -118,6 +118,12 @@ impl ActionServer {
     }
 
     /// Serves the webhook on a bound listener; see [`serve`].
+    /// Adds metrics of the application's own to `GET /metrics` (on every transport): the
+    /// source writes Prometheus' text format after the server's own metrics.
+    pub fn add_metrics(&self, source: impl Fn(&mut String) + Send + Sync + 'static) {
+        self.core.metrics.add_source(Box::new(source));
+    }
+
     pub fn http(
         &self,
         listener: TcpListener,

@@ -26,7 +26,7 @@ impl Faults {
 }
 
 /// A small deterministic generator (xorshift), so a soak run's faults are reproducible.
-fn next_percent(state: &std::sync::atomic::AtomicU64) -> f64 {
+pub(super) fn next_percent(state: &std::sync::atomic::AtomicU64) -> f64 {
     use std::sync::atomic::Ordering;
     let mut x = state.load(Ordering::Relaxed);
     loop {

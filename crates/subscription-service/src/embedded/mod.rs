@@ -17,11 +17,13 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 mod faults;
+mod outbox;
 mod records;
 
 use crate::model::{Change, Note, Subscription};
 use faults::inject_faults;
 pub use faults::Faults;
+pub use outbox::{DeliveryFaults, EventDelivery};
 use records::{load, open, release_key, save};
 
 /// The demo records shipped with the project (`data/demo_subscriptions.json`).
@@ -41,6 +43,8 @@ pub struct ServiceSettings {
     pub command_delay: Duration,
     /// Injected misbehaviour, for soak and fault tests; none by default.
     pub faults: Faults,
+    /// Where change events are delivered; none by default (then none are written).
+    pub events: Option<EventDelivery>,
 }
 
 /// Why the service could not start.
@@ -60,6 +64,9 @@ struct State {
     command_delay: Duration,
     faults: Faults,
     dice: std::sync::atomic::AtomicU64,
+    /// Set when events are delivered: every change and `PUT` writes one to the outbox, and
+    /// the delivery task is woken after the commit.
+    events: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 /// Starts the service on a bound listener.
@@ -68,12 +75,19 @@ pub async fn serve(
     settings: ServiceSettings,
 ) -> Result<Server, ServiceStartError> {
     let db = open(&settings).await?;
+    let events = settings.events.clone().map(|delivery| {
+        let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+        let dice = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0x2545_F491_4F6C_DD1D));
+        tokio::spawn(outbox::deliver(db.clone(), delivery, wake.clone(), dice));
+        wake
+    });
     let state = web::Data::new(State {
         db,
         token: settings.token.clone(),
         command_delay: settings.command_delay,
         faults: settings.faults,
         dice: std::sync::atomic::AtomicU64::new(0x9E37_79B9_7F4A_7C15),
+        events,
     });
     let server = HttpServer::new(move || {
         App::new()
@@ -215,10 +229,16 @@ async fn put(
             }
         }
         save(&mut *tx, &record).await?;
+        if state.events.is_some() {
+            outbox::write(&mut *tx, &record, None).await?;
+        }
         tx.commit().await?;
         Ok(record)
     }
     .await;
+    if let Some(wake) = &state.events {
+        wake.notify_one();
+    }
     match result {
         Ok(record) => with_etag(&record, StatusCode::OK),
         Err(e) => internal(e),
@@ -266,8 +286,14 @@ async fn change(
     if !state.command_delay.is_zero() {
         tokio::time::sleep(state.command_delay).await;
     }
-    match finish_change(&state.db, &id, &key, &if_match, change_type).await {
-        Ok(Finish::Made(change)) => HttpResponse::Created().json(change),
+    let events = state.events.is_some();
+    match finish_change(&state.db, &id, &key, &if_match, change_type, events).await {
+        Ok(Finish::Made(change)) => {
+            if let Some(wake) = &state.events {
+                wake.notify_one();
+            }
+            HttpResponse::Created().json(change)
+        }
         Ok(Finish::Refused(response)) => response,
         Err(e) => {
             // The transaction rolled back, so nothing was made: free the key for a retry
@@ -382,6 +408,7 @@ async fn finish_change(
     key: &str,
     if_match: &str,
     change_type: &str,
+    events: bool,
 ) -> Result<Finish, sqlx::Error> {
     let mut tx = db.begin().await?;
     let record = load(&mut *tx, id).await?;
@@ -424,6 +451,9 @@ async fn finish_change(
         .bind(key)
         .execute(&mut *tx)
         .await?;
+    if events {
+        outbox::write(&mut *tx, &record, Some(&change)).await?;
+    }
     tx.commit().await?;
     Ok(Finish::Made(change))
 }

@@ -37,6 +37,7 @@ pub(super) async fn open(settings: &ServiceSettings) -> Result<SqlitePool, Servi
     )
     .execute(&db)
     .await?;
+    sqlx::query(super::outbox::SCHEMA).execute(&db).await?;
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM records")
         .fetch_one(&db)
         .await?;

@@ -1,0 +1,428 @@
+//! The subscription service's change events, received: `POST /v1/service-events` on a
+//! listener of its own, the signature and its age checked, each event id taken once (across
+//! replicas), then what it says weighed against the operation it names: an unknown outcome
+//! resolved, an older event noted and nothing else, a contradiction kept for a person.
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use serde_json::json;
+
+use crate::consent::{Guard, Outcome, Status, Terms};
+use crate::store::{now_ms, AuditEntry, OpState, Operation, ReceivedEvent, StoreError};
+use crate::subscriptions::events::{verify, Event, SignatureError, SIGNATURE_HEADER};
+
+/// The largest event accepted, in bytes (a record is a few kilobytes).
+const BODY_LIMIT: usize = 256 * 1024;
+
+/// How long an event taken but not finished (its process stopped) holds its id.
+const ABANDONED: Duration = Duration::from_secs(30);
+
+/// What was made of an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It resolved an operation whose outcome was unknown.
+    Resolved,
+    /// It agrees with what the store knew already.
+    Confirmed,
+    /// A record change, remembered as the subscription's newest known record.
+    Recorded,
+    /// Older than what the store knows about the subscription: nothing changed.
+    Stale,
+    /// It contradicts the operation it names: kept for a person, never acted on.
+    Mismatch(String),
+}
+
+impl Verdict {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Resolved => "resolved",
+            Self::Confirmed => "confirmed",
+            Self::Recorded => "recorded",
+            Self::Stale => "stale",
+            Self::Mismatch(_) => "mismatch",
+        }
+    }
+}
+
+/// What a delivery got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// A new event, and what was made of it.
+    New(Verdict),
+    /// An id received before: nothing was done again.
+    Duplicate,
+}
+
+/// Why a delivery was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error("{0}")]
+    Signature(SignatureError),
+    #[error("the event is malformed: {0}")]
+    Malformed(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Counts of events, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct EventCounters {
+    received: AtomicU64,
+    duplicate: AtomicU64,
+    resolved: AtomicU64,
+    confirmed: AtomicU64,
+    recorded: AtomicU64,
+    stale: AtomicU64,
+    mismatch: AtomicU64,
+    bad_signature: AtomicU64,
+    outside_tolerance: AtomicU64,
+    malformed: AtomicU64,
+}
+
+impl EventCounters {
+    /// The counts in Prometheus' text format.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        out.push_str(
+            "# HELP actiongate_service_events_total Service events by what was made of them.\n",
+        );
+        out.push_str("# TYPE actiongate_service_events_total counter\n");
+        for (label, n) in [
+            ("received", &self.received),
+            ("duplicate", &self.duplicate),
+            ("resolved", &self.resolved),
+            ("confirmed", &self.confirmed),
+            ("recorded", &self.recorded),
+            ("stale", &self.stale),
+            ("mismatch", &self.mismatch),
+            ("rejected_signature", &self.bad_signature),
+            ("rejected_too_old", &self.outside_tolerance),
+            ("rejected_malformed", &self.malformed),
+        ] {
+            let _ = writeln!(
+                out,
+                "actiongate_service_events_total{{outcome=\"{label}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+    }
+}
+
+/// Receives events for one store, with the shared secret.
+#[derive(Clone)]
+pub struct Inbox {
+    guard: Guard,
+    secret: Arc<[u8]>,
+    tolerance: i64,
+    counters: Arc<EventCounters>,
+}
+
+impl Inbox {
+    pub fn new(guard: Guard, secret: &str, tolerance: Duration) -> Self {
+        Self {
+            guard,
+            secret: secret.as_bytes().into(),
+            tolerance: tolerance.as_secs() as i64,
+            counters: Arc::default(),
+        }
+    }
+
+    pub fn counters(&self) -> Arc<EventCounters> {
+        self.counters.clone()
+    }
+
+    /// Checks one delivery and acts on it. Nothing is read from the body before its
+    /// signature verified; nothing is recorded for a refused one.
+    pub async fn receive(&self, signature: Option<&str>, body: &[u8]) -> Result<Received, Refused> {
+        let c = &self.counters;
+        let now = now_ms() / 1000;
+        if let Err(e) = verify(&self.secret, signature, body, now, self.tolerance) {
+            let counter = match e {
+                SignatureError::OutsideTolerance => &c.outside_tolerance,
+                _ => &c.bad_signature,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            return Err(Refused::Signature(e));
+        }
+        let event: Event = serde_json::from_slice(body).map_err(|e| {
+            c.malformed.fetch_add(1, Ordering::Relaxed);
+            Refused::Malformed(format!(
+                "not a valid event (line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        if event.record.id != event.subscription || event.record.account != event.account {
+            c.malformed.fetch_add(1, Ordering::Relaxed);
+            return Err(Refused::Malformed(
+                "the record is not the event's subscription or account".into(),
+            ));
+        }
+        c.received.fetch_add(1, Ordering::Relaxed);
+        let store = self.guard.store();
+        let taken = store
+            .take_event(
+                &ReceivedEvent {
+                    id: event.id.clone(),
+                    received_at: now_ms(),
+                    kind: event.kind.clone(),
+                    subscription: event.subscription.clone(),
+                    account: event.account.clone(),
+                    revision: event.revision,
+                    request_key: event.request_key.clone(),
+                    verdict: "received".to_owned(),
+                    detail: None,
+                    body: String::from_utf8_lossy(body).into_owned(),
+                },
+                ABANDONED,
+            )
+            .await?;
+        if !taken {
+            c.duplicate.fetch_add(1, Ordering::Relaxed);
+            return Ok(Received::Duplicate);
+        }
+        // Only the delivery that took the id gets here, on any replica. Were it to stop
+        // before finishing, the service's redelivery takes it again after ABANDONED (every
+        // effect below is conditional, so doing it twice is doing it once).
+        let (verdict, op) = match self.weigh(&event).await {
+            Ok(weighed) => weighed,
+            Err(e) => {
+                let _ = store.release_event(&event.id).await;
+                return Err(e.into());
+            }
+        };
+        let detail = match &verdict {
+            Verdict::Mismatch(why) => Some(why.as_str()),
+            _ => None,
+        };
+        store
+            .finish_event(&event.id, verdict.as_str(), detail)
+            .await?;
+        let counter = match &verdict {
+            Verdict::Resolved => &c.resolved,
+            Verdict::Confirmed => &c.confirmed,
+            Verdict::Recorded => &c.recorded,
+            Verdict::Stale => &c.stale,
+            Verdict::Mismatch(_) => &c.mismatch,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let Verdict::Mismatch(why) = &verdict {
+            self.escalate(&event, op.as_ref(), why).await?;
+        }
+        Ok(Received::New(verdict))
+    }
+
+    /// What the event means, and its effects (each conditional, so doing it twice is doing
+    /// it once): the known record advanced, an unknown operation resolved.
+    async fn weigh(&self, event: &Event) -> Result<(Verdict, Option<Operation>), StoreError> {
+        let store = self.guard.store();
+        let op = match &event.request_key {
+            Some(key) => match store.operation(key).await? {
+                Some(op) => Some(op),
+                None => {
+                    let why = "a change under a request key that no operation of ours has";
+                    return Ok((Verdict::Mismatch(why.into()), None));
+                }
+            },
+            None => None,
+        };
+        if let Some(op) = &op {
+            if let Some(why) = contradiction(event, op) {
+                return Ok((Verdict::Mismatch(why), Some(op.clone())));
+            }
+        }
+        let record = serde_json::to_string(&event.record).expect("a record serialises");
+        if !store
+            .advance_known_record(&event.subscription, event.revision, &event.id, &record)
+            .await?
+        {
+            return Ok((Verdict::Stale, op));
+        }
+        let Some(op) = op else {
+            return Ok((Verdict::Recorded, None));
+        };
+        let verdict = match op.state {
+            OpState::Sent | OpState::Unknown => {
+                let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
+                let outcome = Outcome {
+                    status: Status::Applied,
+                    reason: None,
+                    effects: 1,
+                    current: Some(terms),
+                    why: None,
+                };
+                let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+                if store.resolve_applied(&op.request_key, &json).await? {
+                    tracing::info!(request_key = %op.request_key, revision = event.revision, "a service event resolved the operation: applied");
+                    Verdict::Resolved
+                } else {
+                    Verdict::Confirmed
+                }
+            }
+            OpState::Applied => Verdict::Confirmed,
+            // Checked by `contradiction`; kept exhaustive.
+            OpState::Claimed | OpState::Failed => Verdict::Mismatch(format!(
+                "the service reports the change made; the operation is {}",
+                op.state.as_str()
+            )),
+        };
+        Ok((verdict, Some(op)))
+    }
+
+    /// A mismatch goes to a person: the audit trail (what `actiongate audit` shows) with the
+    /// original request and the confirmed terms, and the log.
+    async fn escalate(
+        &self,
+        event: &Event,
+        op: Option<&Operation>,
+        why: &str,
+    ) -> Result<(), StoreError> {
+        tracing::warn!(
+            event = %event.id,
+            subscription = %event.subscription,
+            account = %event.account,
+            request_key = event.request_key.as_deref().unwrap_or("-"),
+            confirmed_terms = op.map_or("-", |o| o.terms.as_str()),
+            %why,
+            "a service event contradicts the operation it names; a person must look at it"
+        );
+        self.guard
+            .store()
+            .audit(&AuditEntry {
+                at: now_ms(),
+                action: "service_event".into(),
+                sender_id: op.map_or_else(|| "-".to_owned(), |o| o.sender_id.clone()),
+                account: Some(op.map_or_else(|| event.account.clone(), |o| o.account.clone())),
+                target: Some(match op {
+                    Some(o) => format!("{} {}", o.subscription, o.change_type),
+                    None => event.subscription.clone(),
+                }),
+                question_terms: op.map(|o| o.terms.clone()),
+                service_terms: Some(
+                    serde_json::to_string(&json!({
+                        "event": event.id,
+                        "subscription": event.subscription,
+                        "account": event.account,
+                        "revision": event.revision,
+                        "change": event.change,
+                    }))
+                    .expect("JSON serialises"),
+                ),
+                status: "mismatch".into(),
+                reason: Some(why.to_owned()),
+                request_key: event.request_key.clone(),
+                ..AuditEntry::default()
+            })
+            .await
+    }
+}
+
+/// What in a change event contradicts the operation under its request key, if anything:
+/// another subscription, account or change type, another revision than the one the
+/// command named, a change that is not the confirmed one (its date, its status), or an
+/// operation that cannot have sent a command.
+fn contradiction(event: &Event, op: &Operation) -> Option<String> {
+    if event.subscription != op.subscription {
+        return Some(format!(
+            "the event names subscription {}; the operation changed {}",
+            event.subscription, op.subscription
+        ));
+    }
+    if event.account != op.account {
+        return Some(format!(
+            "the event names account {}; the operation is account {}'s",
+            event.account, op.account
+        ));
+    }
+    let Some(change) = &event.change else {
+        return Some("a request key without a change".into());
+    };
+    if change.request_key.as_str() != op.request_key
+        || change.subscription != op.subscription
+        || change.change_type != op.change_type
+    {
+        return Some(format!(
+            "the event's change is {} on {}; the operation confirmed {}",
+            change.change_type, change.subscription, op.change_type
+        ));
+    }
+    if change.revision != event.revision || event.revision != op.revision + 1 {
+        return Some(format!(
+            "the change made revision {}; the command was for revision {}",
+            event.revision, op.revision
+        ));
+    }
+    let terms: Terms = serde_json::from_str(&op.terms).unwrap_or_else(|_| Terms {
+        tag: String::new(),
+        label: String::new(),
+        effective: String::new(),
+        entitlements: String::new(),
+    });
+    let effective = crate::subscriptions::model::effective_text(&change.effective_at);
+    if change.status != "scheduled" || effective.as_deref() != Some(terms.effective.as_str()) {
+        return Some(format!(
+            "the change is {} effective {}; the customer confirmed {} effective {}",
+            change.status, change.effective_at, op.change_type, terms.effective
+        ));
+    }
+    if matches!(op.state, OpState::Claimed | OpState::Failed) {
+        return Some(format!(
+            "the service reports the change made; the operation is {}",
+            op.state.as_str()
+        ));
+    }
+    None
+}
+
+/// Starts the events listener on `listener`; its server runs until stopped.
+pub fn serve(listener: TcpListener, inbox: Inbox) -> std::io::Result<actix_web::dev::Server> {
+    let inbox = web::Data::new(inbox);
+    Ok(HttpServer::new(move || {
+        App::new()
+            .app_data(inbox.clone())
+            .app_data(web::PayloadConfig::new(BODY_LIMIT))
+            .route("/v1/service-events", web::post().to(receive))
+            .default_service(web::to(|| async {
+                error(StatusCode::NOT_FOUND, "not_found", "no such route")
+            }))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run())
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
+    HttpResponse::build(status).json(json!({"error": code, "message": message}))
+}
+
+async fn receive(req: HttpRequest, inbox: web::Data<Inbox>, body: web::Bytes) -> HttpResponse {
+    let signature = req
+        .headers()
+        .get(SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok());
+    match inbox.receive(signature, &body).await {
+        Ok(Received::New(verdict)) => HttpResponse::Ok().json(json!({"verdict": verdict.as_str()})),
+        Ok(Received::Duplicate) => HttpResponse::Ok().json(json!({"verdict": "duplicate"})),
+        Err(Refused::Signature(e)) => error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            &e.to_string(),
+        ),
+        Err(Refused::Malformed(why)) => error(StatusCode::BAD_REQUEST, "invalid_event", &why),
+        Err(Refused::Store(e)) => {
+            tracing::error!(error = %e, "a service event could not be recorded");
+            // Not 2xx: the service delivers it again.
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the event could not be recorded; deliver it again",
+            )
+        }
+    }
+}
