@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Load and soak: mixed list/select/apply/health traffic at a fixed rate for a bounded
-# time while the subscription service is slow for 5% of calls and failing for 2%.
+# time while the subscription service is slow for 5% of calls and failing for 2%, and its
+# change events reach actiongate twice each, in batches newest first, 10% held back half a
+# second and 10% never.
 #
 #   bash scripts/soak.sh [--duration SECS] [--rate PER_SEC]    (default 120 s at 200/s)
 #
 # Builds in release mode, starts the subscription service (with its injected faults) and
 # actiongate on loopback, runs crates/tools/examples/soak.rs, stops both. Passes when nothing fails
-# unexpectedly, no change is doubled, and the server's RSS stays flat.
+# unexpectedly, no change is doubled, and the server's RSS stays flat; then, from both
+# databases, every change the service made is resolved as applied in actiongate's store (by
+# an event, a check or the reconciler), every operation resolved as applied has its change at
+# the service, none resolved as failed has one, and no event was a mismatch.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DURATION=120
@@ -30,12 +35,18 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 SERVICE_PORT=$(free_port)
 SERVER_PORT=$(free_port)
+EVENTS_PORT=$(free_port)
+export ACTIONGATE_EVENTS_SECRET="soak-$RANDOM-$RANDOM"
 target/release/actiongate subscription-service --port "$SERVICE_PORT" --data-dir "$WORK/service" \
-  --fault-slow-percent 5 --fault-slow-ms 2500 --fault-fail-percent 2 --quiet 2>"$WORK/service.log" &
+  --fault-slow-percent 5 --fault-slow-ms 2500 --fault-fail-percent 2 \
+  --events-url "http://127.0.0.1:$EVENTS_PORT/v1/service-events" --events-copies 2 --events-reorder \
+  --events-delay-percent 10 --events-delay-ms 500 --events-drop-percent 10 \
+  --quiet 2>"$WORK/service.log" &
 PIDS+=($!)
 target/release/actiongate serve --host 127.0.0.1 --port "$SERVER_PORT" --endpoints /dev/null \
   --data-dir "$WORK/server" --subscriptions-url "http://127.0.0.1:$SERVICE_PORT" --subscriptions-timeout 1 \
-  --rate-capacity 1000000 --reconcile-interval 5 --quiet 2>"$WORK/server.log" &
+  --rate-capacity 1000000 --reconcile-interval 5 --events-port "$EVENTS_PORT" \
+  --quiet 2>"$WORK/server.log" &
 SERVER_PID=$!
 PIDS+=("$SERVER_PID")
 for _ in $(seq 1 100); do
@@ -49,3 +60,44 @@ if ! target/release/examples/soak --server "http://127.0.0.1:$SERVER_PORT" --ser
   tail -n 30 "$WORK/server.log" >&2
   exit 1
 fi
+echo "service events (actiongate's /metrics):"
+curl -s "http://127.0.0.1:$SERVER_PORT/metrics" | grep '^actiongate_service_events_total' | sed 's/^/  /'
+# Both stores, read directly: every change made is resolved as applied, nothing is
+# resolved wrongly, no event was a mismatch. The reconciler (every 5 s) covers the events
+# that were dropped; give it a few passes.
+python3 - "$WORK/server/actiongate.db" "$WORK/service/subscriptions.db" <<'PY'
+import sqlite3, sys, time
+server, service = sys.argv[1], sys.argv[2]
+def read():
+    made = {k for (k,) in sqlite3.connect(service).execute("SELECT request_key FROM changes WHERE state = 'done'")}
+    db = sqlite3.connect(server)
+    ops = dict(db.execute("SELECT request_key, state FROM operations"))
+    verdicts = dict(db.execute("SELECT verdict, COUNT(*) FROM service_events GROUP BY verdict"))
+    return made, ops, verdicts
+deadline = time.time() + 30
+while True:
+    made, ops, verdicts = read()
+    unresolved = [k for k in made if ops.get(k) != "applied"]
+    if not unresolved or time.time() > deadline:
+        break
+    time.sleep(1)
+wrongly_applied = [k for k, s in ops.items() if s == "applied" and k not in made]
+wrongly_failed = [k for k, s in ops.items() if s == "failed" and k in made]
+states = {}
+for s in ops.values():
+    states[s] = states.get(s, 0) + 1
+print(f"operations by state: {dict(sorted(states.items()))}; changes made at the service: {len(made)}")
+print(f"events by verdict: {dict(sorted(verdicts.items()))}")
+checks = [
+    ("every change made is resolved as applied", not unresolved),
+    ("no operation resolved as applied without its change", not wrongly_applied),
+    ("no operation resolved as failed with its change made", not wrongly_failed),
+    ("no event was a mismatch", verdicts.get("mismatch", 0) == 0),
+    ("events resolved or confirmed operations", verdicts.get("resolved", 0) + verdicts.get("confirmed", 0) > 0),
+]
+for name, ok in checks:
+    print(("ok     " if ok else "FAILED ") + name)
+for k in (unresolved + wrongly_applied + wrongly_failed)[:10]:
+    print("  ", k, ops.get(k))
+sys.exit(0 if all(ok for _, ok in checks) else 1)
+PY

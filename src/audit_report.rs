@@ -1,4 +1,5 @@
-//! `actiongate audit`: the audit trail read from the store, as a table or JSON lines.
+//! `actiongate audit`: the audit trail read from the store, as a table or JSON lines; with
+//! `--mismatches`, the service events that contradicted an operation, for a person.
 
 use crate::app::StartError;
 use crate::config::ConfigError;
@@ -23,6 +24,9 @@ pub async fn report(args: &crate::cli::AuditArgs) -> Result<String, StartError> 
         }
     };
     let store = Store::connect(&url).await?;
+    if args.mismatches {
+        return mismatches(&store, args.format).await;
+    }
     let entries = store.audit_entries(args.sender.as_deref(), since).await?;
     let mut out = String::new();
     match args.format {
@@ -63,6 +67,86 @@ pub async fn report(args: &crate::cli::AuditArgs) -> Result<String, StartError> 
                 );
             }
         }
+    }
+    Ok(out)
+}
+
+fn rfc3339(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The mismatched service events, each with the operation its request key names (the
+/// original request and the confirmed terms), oldest first.
+async fn mismatches(store: &Store, format: crate::cli::AuditFormat) -> Result<String, StartError> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for event in store.received_events(Some("mismatch")).await? {
+        let op = match &event.request_key {
+            Some(key) => store.operation(key).await?,
+            None => None,
+        };
+        match format {
+            crate::cli::AuditFormat::Json => {
+                let line = serde_json::json!({
+                    "event": event.id,
+                    "received_at": rfc3339(event.received_at),
+                    "type": event.kind,
+                    "subscription": event.subscription,
+                    "account": event.account,
+                    "revision": event.revision,
+                    "request_key": event.request_key,
+                    "why": event.detail,
+                    "operation": op,
+                    "delivered": serde_json::from_str::<serde_json::Value>(&event.body).ok(),
+                });
+                let _ = writeln!(out, "{line}");
+            }
+            crate::cli::AuditFormat::Table => {
+                let _ = writeln!(
+                    out,
+                    "{}  event {} ({}): {} of {} at r{}",
+                    rfc3339(event.received_at),
+                    event.id,
+                    event.kind,
+                    event.subscription,
+                    event.account,
+                    event.revision
+                );
+                let _ = writeln!(out, "  why: {}", event.detail.as_deref().unwrap_or("-"));
+                match op {
+                    Some(op) => {
+                        let _ = writeln!(
+                            out,
+                            "  request {}: conversation {} ({}) asked for {} on {} at r{}; now {}",
+                            op.request_key,
+                            op.sender_id,
+                            op.account,
+                            op.change_type,
+                            op.subscription,
+                            op.revision,
+                            op.state.as_str()
+                        );
+                        let _ = writeln!(out, "  confirmed terms: {}", op.terms);
+                    }
+                    None => {
+                        let _ = writeln!(
+                            out,
+                            "  request {}: no operation of ours",
+                            event.request_key.as_deref().unwrap_or("-")
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if out.is_empty() && format == crate::cli::AuditFormat::Table {
+        out.push_str("no mismatched service events\n");
     }
     Ok(out)
 }

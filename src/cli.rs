@@ -266,6 +266,10 @@ pub struct AuditArgs {
     pub since: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: AuditFormat,
+    /// Instead: the service events that contradicted the operation they named, each with
+    /// the original request and the confirmed terms (for a person to look into).
+    #[arg(long)]
+    pub mismatches: bool,
     /// The store (default: DATA_DIR/actiongate.db).
     #[arg(long, env = "ACTIONGATE_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,

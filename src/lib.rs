@@ -7,7 +7,8 @@
 //! [`conversation`] (what the customer was asked and answered), [`consent`] (the guard,
 //! the only maker of a confirmed change), [`subscriptions`] (the service's client, and
 //! the embedded service) and [`store`] (operations, audit, rate limits) → events and
-//! responses back to Rasa.
+//! responses back to Rasa. Beside it, [`events`] receives what the service says happened
+//! (signed change events) on a port of its own.
 
 pub mod actions;
 pub mod app;

@@ -766,6 +766,15 @@ async fn two_replicas_receiving_the_same_events_resolve_each_once(backend: Backe
     for (key, _) in &bodies {
         let op = a.store.operation(key).await.unwrap().unwrap();
         assert_eq!(op.state, OpState::Applied, "{key}");
+        // A late answer (the command timing out after the event resolved it) or the
+        // reconciler's "no record" never replaces the resolved outcome.
+        for late in [OpState::Unknown, OpState::Failed] {
+            assert!(!b.store.set_state(key, late, Some("{}")).await.unwrap());
+        }
+        assert_eq!(
+            a.store.operation(key).await.unwrap().unwrap().state,
+            OpState::Applied
+        );
     }
     let recorded = a.store.received_events(None).await.unwrap();
     assert_eq!(recorded.len(), 2, "each event recorded once: {recorded:?}");

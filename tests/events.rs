@@ -469,6 +469,27 @@ async fn an_event_naming_another_accounts_subscription_is_a_mismatch_and_changes
         "{entry:?}"
     );
     assert_eq!(counted(&app, "mismatch").await, 1);
+    // `actiongate audit --mismatches` shows it with the request and the confirmed terms.
+    let db = format!(
+        "sqlite:{}",
+        app.dir.path().join("data/actiongate.db").display()
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["audit", "--mismatches", "--database-url", &db])
+        .output()
+        .unwrap();
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{table}");
+    for part in [
+        "WS-SUB-4410",
+        "acct-9",
+        &key,
+        "conversation mismatch (acct-7)",
+        "stop_renewal on WS-SUB-3304 at r4",
+        "confirmed terms: {",
+    ] {
+        assert!(table.contains(part), "{part} missing in:\n{table}");
+    }
     // A change under a key no operation has, and a change of another date (an immediate
     // revocation instead of the period-end change): mismatches too.
     let stranger = change_event(

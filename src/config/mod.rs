@@ -269,6 +269,36 @@ mod tests {
     }
 
     #[test]
+    fn events_need_their_secret_and_read_from_endpoints() {
+        let args = crate::cli::Cli::default_serve_args();
+        let file = load("actiongate:\n  events:\n    port: 5057\n")
+            .unwrap()
+            .unwrap();
+        let err = Settings::from_parts(&args, &file, std::path::Path::new("e.yml")).unwrap_err();
+        assert_eq!(err.key, "actiongate.events.secret", "{err}");
+        let file =
+            load("actiongate:\n  events:\n    port: 5057\n    secret: s\n    tolerance_secs: 60\n")
+                .unwrap()
+                .unwrap();
+        let events = Settings::from_parts(&args, &file, std::path::Path::new("e.yml"))
+            .unwrap()
+            .events
+            .unwrap();
+        assert_eq!(
+            (events.host.as_str(), events.port, events.secret.as_str()),
+            ("127.0.0.1", 5057, "s")
+        );
+        assert_eq!(events.tolerance, std::time::Duration::from_secs(60));
+        let none = load("actiongate: {}\n").unwrap().unwrap();
+        assert!(
+            Settings::from_parts(&args, &none, std::path::Path::new("e.yml"))
+                .unwrap()
+                .events
+                .is_none()
+        );
+    }
+
+    #[test]
     fn rasa_sections_are_accepted() {
         let file = load("action_endpoint:\n  url: http://127.0.0.1:5055/webhook\n  token: s\ntracker_store:\n  type: sql\n")
             .unwrap()

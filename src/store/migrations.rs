@@ -152,7 +152,7 @@ mod tests {
     async fn earlier_store(url: &str) -> AnyPool {
         sqlx::any::install_default_drivers();
         let pool = AnyPool::connect(url).await.unwrap();
-        for file in FILES {
+        for file in &FILES[..2] {
             sqlx::raw_sql(file.sqlite).execute(&pool).await.unwrap();
         }
         sqlx::raw_sql(
@@ -180,7 +180,8 @@ mod tests {
                 .fetch_all(&pool)
                 .await
                 .unwrap();
-        assert_eq!(recorded, [1, 2]);
+        // 1 and 2 adopted; 3, which the earlier runner never had, applied.
+        assert_eq!(recorded, [1, 2, 3]);
         let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit")
             .fetch_one(&pool)
             .await
