@@ -319,6 +319,7 @@ pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
     let settings = Settings::resolve(args)?;
     let started = start(&settings).await?;
     let events = started.events.map(|e| e.handle);
+    let store = started.store.clone();
     match (started.http, started.grpc) {
         (Some(http), Some(grpc)) => {
             // Either stopping stops both: a signal reaches each, and an error in one
@@ -347,6 +348,8 @@ pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
     if let Some(events) = events {
         events.stop(true).await;
     }
+    // The audit entries of the last requests are committed before the process ends.
+    store.flush_audit().await;
     tracing::info!("stopped");
     Ok(())
 }

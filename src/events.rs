@@ -293,7 +293,7 @@ impl Inbox {
         );
         self.guard
             .store()
-            .audit(&AuditEntry {
+            .audit(AuditEntry {
                 at: now_ms(),
                 action: "service_event".into(),
                 sender_id: op.map_or_else(|| "-".to_owned(), |o| o.sender_id.clone()),

@@ -619,6 +619,9 @@ async fn the_audit_trail_records_every_decision(backend: Backend) {
         .request_change(&app, "WS-SUB-3304", "stop_renewal")
         .await
         .unwrap();
+    // The audit writer commits each entry within milliseconds of the answer; another
+    // process reads what is committed.
+    app.store.flush_audit().await;
     let output = Command::new(env!("CARGO_BIN_EXE_actiongate"))
         .args([
             "audit",

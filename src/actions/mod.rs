@@ -47,7 +47,7 @@ async fn audit(
     };
     guard
         .store()
-        .audit(&entry)
+        .audit(entry)
         .await
         .map_err(ActionError::failed)
 }

@@ -508,7 +508,7 @@ impl Guard {
             }
         };
         self.store
-            .audit(&AuditEntry {
+            .audit(AuditEntry {
                 at: now_ms(),
                 action: "apply_subscription_change".into(),
                 sender_id: inputs.sender_id.clone(),

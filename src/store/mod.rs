@@ -2,6 +2,8 @@
 //! trail, and the per-account rate limits. A SQLite file by default, PostgreSQL when the
 //! URL says so; the same schema and the same statements on both.
 
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -115,6 +117,151 @@ pub struct AuditEntry {
 pub struct Store {
     pool: AnyPool,
     postgres: bool,
+    audit: tokio::sync::mpsc::Sender<AuditWrite>,
+    finished: Arc<Mutex<Finished>>,
+}
+
+/// Operations with their final outcome, by request key, as last read or written. A final
+/// outcome never changes (no statement moves an applied or failed operation, on any
+/// replica), so a repeat of a finished "yes" is answered from here without the database.
+/// Bounded: the oldest are forgotten first (and read from the database again if asked).
+#[derive(Default)]
+struct Finished {
+    by_key: HashMap<String, Operation>,
+    order: VecDeque<String>,
+}
+
+/// Finished operations remembered at most.
+const FINISHED_KEPT: usize = 50_000;
+
+impl Finished {
+    fn remember(&mut self, op: &Operation) {
+        if !op.state.is_final() || self.by_key.contains_key(&op.request_key) {
+            return;
+        }
+        if self.order.len() >= FINISHED_KEPT {
+            if let Some(oldest) = self.order.pop_front() {
+                self.by_key.remove(&oldest);
+            }
+        }
+        self.order.push_back(op.request_key.clone());
+        self.by_key.insert(op.request_key.clone(), op.clone());
+    }
+}
+
+/// What the audit writer is asked to do.
+enum AuditWrite {
+    Entry(AuditEntry),
+    /// Answer once everything queued before is committed.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Entries queued for the audit writer at most; past it, [`Store::audit`] waits for room.
+const AUDIT_QUEUE: usize = 16_384;
+
+/// Entries written in one statement at most (ten parameters each; SQLite takes 32,766).
+const AUDIT_BATCH: usize = 512;
+
+/// How long the writer waits for more entries after the first of a batch.
+const AUDIT_LINGER: Duration = Duration::from_millis(2);
+
+/// The audit writer: takes what is queued, writes it in one transaction, and again. A
+/// request's entry is committed within one such transaction after its answer (a few
+/// milliseconds), and a burst of requests costs one commit, not one each. A failed batch is
+/// tried again (the entries are kept, and logged if the database stays down).
+async fn write_audit(pool: AnyPool, mut queue: tokio::sync::mpsc::Receiver<AuditWrite>) {
+    let mut batch = Vec::with_capacity(AUDIT_BATCH);
+    let mut flushes = Vec::new();
+    while let Some(first) = queue.recv().await {
+        // Under load, let a burst gather: one statement for many requests.
+        if queue.len() < AUDIT_BATCH {
+            tokio::time::sleep(AUDIT_LINGER).await;
+        }
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            match item {
+                AuditWrite::Entry(entry) => batch.push(entry),
+                AuditWrite::Flush(done) => flushes.push(done),
+            }
+            if batch.len() < AUDIT_BATCH {
+                next = queue.try_recv().ok();
+            }
+        }
+        let mut attempt = 0;
+        while !batch.is_empty() {
+            match insert_audit(&pool, &batch).await {
+                Ok(()) => batch.clear(),
+                Err(e) if attempt < 50 => {
+                    attempt += 1;
+                    tracing::warn!(error = %e, entries = batch.len(), "the audit trail could not be written; trying again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => {
+                    for entry in batch.drain(..) {
+                        tracing::error!(error = %e, action = %entry.action, sender = %entry.sender_id, status = %entry.status, "an audit entry was lost");
+                    }
+                }
+            }
+        }
+        for done in flushes.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+async fn insert_audit(pool: &AnyPool, entries: &[AuditEntry]) -> Result<(), sqlx::Error> {
+    if entries.len() <= AUDIT_ROWS {
+        return insert_audit_rows(pool, entries).await;
+    }
+    let mut tx = pool.begin().await?;
+    for rows in entries.chunks(AUDIT_ROWS) {
+        insert_audit_rows(&mut *tx, rows).await?;
+    }
+    tx.commit().await
+}
+
+/// Rows of one INSERT: sqlx looks each parameter up among all of the statement's, so a
+/// statement of many rows costs the square of its parameters; 32 rows keep that small.
+const AUDIT_ROWS: usize = 32;
+
+async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
+    db: E,
+    entries: &[AuditEntry],
+) -> Result<(), sqlx::Error> {
+    let mut sql = String::from(
+        "INSERT INTO audit (at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key) VALUES ",
+    );
+    for i in 0..entries.len() {
+        let n = i * 10;
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 1..=10 {
+            if column > 1 {
+                sql.push_str(", ");
+            }
+            sql.push('$');
+            sql.push_str(&(n + column).to_string());
+        }
+        sql.push(')');
+    }
+    let mut query = sqlx::query(&sql);
+    for entry in entries {
+        query = query
+            .bind(entry.at)
+            .bind(&entry.action)
+            .bind(&entry.sender_id)
+            .bind(&entry.account)
+            .bind(&entry.target)
+            .bind(&entry.question_terms)
+            .bind(&entry.service_terms)
+            .bind(&entry.status)
+            .bind(&entry.reason)
+            .bind(&entry.request_key);
+    }
+    query.execute(db).await?;
+    Ok(())
 }
 
 pub fn now_ms() -> i64 {
@@ -169,24 +316,49 @@ impl Store {
             })
             .connect(&url)
             .await?;
-        let store = Self { pool, postgres };
-        migrations::apply(&store.pool, postgres).await?;
-        Ok(store)
+        migrations::apply(&pool, postgres).await?;
+        let (audit, queue) = tokio::sync::mpsc::channel(AUDIT_QUEUE);
+        tokio::spawn(write_audit(pool.clone(), queue));
+        Ok(Self {
+            pool,
+            postgres,
+            audit,
+            finished: Arc::default(),
+        })
     }
 
     pub fn is_postgres(&self) -> bool {
         self.postgres
     }
 
+    fn finished(&self, key: &str) -> Option<Operation> {
+        let finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        finished.by_key.get(key).cloned()
+    }
+
+    fn remember(&self, op: &Operation) {
+        if op.state.is_final() {
+            let mut finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+            finished.remember(op);
+        }
+    }
+
     /// The operation under a request key.
     pub async fn operation(&self, key: &str) -> Result<Option<Operation>, StoreError> {
+        if let Some(op) = self.finished(key) {
+            return Ok(Some(op));
+        }
         let row = sqlx::query(&format!(
             "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1"
         ))
         .bind(key)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| operation_from(&r)))
+        let op = row.map(|r| operation_from(&r));
+        if let Some(op) = &op {
+            self.remember(op);
+        }
+        Ok(op)
     }
 
     /// Claims a request key. Atomic: of any number of concurrent claims for one key, on
@@ -226,6 +398,10 @@ impl Store {
         key: &str,
         subscription: &str,
     ) -> Result<(Option<Operation>, Option<Operation>), StoreError> {
+        // A finished operation under the key decides alone (R1): the open one is not asked.
+        if let Some(op) = self.finished(key) {
+            return Ok((Some(op), None));
+        }
         let rows = sqlx::query(&format!(
             "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1 \
              OR (subscription = $2 AND state IN ('claimed', 'sent', 'unknown')) LIMIT 2"
@@ -238,7 +414,11 @@ impl Store {
             .iter()
             .map(operation_from)
             .partition(|op| op.request_key == key);
-        Ok((mine.into_iter().next(), others.into_iter().next()))
+        let mine = mine.into_iter().next();
+        if let Some(op) = &mine {
+            self.remember(op);
+        }
+        Ok((mine, others.into_iter().next()))
     }
 
     /// The subscription's operation whose outcome is not known yet (claimed, sent or
@@ -382,33 +562,34 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Appends one decision to the audit trail.
-    pub async fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO audit (at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(entry.at)
-        .bind(&entry.action)
-        .bind(&entry.sender_id)
-        .bind(&entry.account)
-        .bind(&entry.target)
-        .bind(&entry.question_terms)
-        .bind(&entry.service_terms)
-        .bind(&entry.status)
-        .bind(&entry.reason)
-        .bind(&entry.request_key)
-        .execute(&self.pool)
-        .await?;
+    /// Appends one decision to the audit trail: queued for the audit writer, which commits
+    /// it within milliseconds (see [`Store::flush_audit`]). Waits only when the queue is
+    /// full.
+    pub async fn audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        if let Err(refused) = self.audit.send(AuditWrite::Entry(entry)).await {
+            // The writer is gone (the runtime is stopping): write it here.
+            if let AuditWrite::Entry(entry) = refused.0 {
+                insert_audit(&self.pool, std::slice::from_ref(&entry)).await?;
+            }
+        }
         Ok(())
     }
 
-    /// Reads the audit trail, oldest first.
+    /// Until every audit entry queued so far is committed.
+    pub async fn flush_audit(&self) {
+        let (done, committed) = tokio::sync::oneshot::channel();
+        if self.audit.send(AuditWrite::Flush(done)).await.is_ok() {
+            let _ = committed.await;
+        }
+    }
+
+    /// Reads the audit trail, oldest first (after what this process queued is committed).
     pub async fn audit_entries(
         &self,
         sender: Option<&str>,
         since_ms: Option<i64>,
     ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.flush_audit().await;
         let rows = sqlx::query(
             "SELECT id, at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key \
              FROM audit WHERE (CAST($1 AS TEXT) IS NULL OR sender_id = CAST($1 AS TEXT)) AND at >= $2 ORDER BY id",
