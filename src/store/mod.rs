@@ -150,6 +150,7 @@ impl Finished {
 }
 
 /// What the audit writer is asked to do.
+#[allow(clippy::large_enum_variant)] // nearly every message is an entry: boxing would allocate for each
 enum AuditWrite {
     Entry(AuditEntry),
     /// Answer once everything queued before is committed.
