@@ -67,6 +67,43 @@ struct State {
     /// Set when events are delivered: every change and `PUT` writes one to the outbox, and
     /// the delivery task is woken after the commit.
     events: Option<std::sync::Arc<tokio::sync::Notify>>,
+    /// Each record as last read or written, serialised once, so a read is a lookup.
+    cache: RecordCache,
+}
+
+/// Records by id with their JSON and revision. Only ever moved forward (a newer revision
+/// replaces an older one, never the other way), so a read racing a write cannot leave an
+/// old record behind; every write updates it right after its commit.
+#[derive(Default)]
+struct RecordCache {
+    records: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Cached>>>,
+}
+
+struct Cached {
+    revision: i64,
+    body: actix_web::web::Bytes,
+}
+
+impl RecordCache {
+    fn get(&self, id: &str) -> Option<std::sync::Arc<Cached>> {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        records.get(id).cloned()
+    }
+
+    fn put(&self, record: &Subscription) -> std::sync::Arc<Cached> {
+        let fresh = std::sync::Arc::new(Cached {
+            revision: record.revision,
+            body: serde_json::to_vec(record).expect("a record serialises").into(),
+        });
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        match records.get(&record.id) {
+            Some(known) if known.revision >= fresh.revision => known.clone(),
+            _ => {
+                records.insert(record.id.clone(), fresh.clone());
+                fresh
+            }
+        }
+    }
 }
 
 /// Starts the service on a bound listener.
@@ -88,6 +125,7 @@ pub async fn serve(
         faults: settings.faults,
         dice: std::sync::atomic::AtomicU64::new(0x9E37_79B9_7F4A_7C15),
         events,
+        cache: RecordCache::default(),
     });
     let server = HttpServer::new(move || {
         App::new()
@@ -192,15 +230,24 @@ fn with_etag(record: &Subscription, status: StatusCode) -> HttpResponse {
 
 async fn get(req: HttpRequest, state: web::Data<State>, id: web::Path<String>) -> HttpResponse {
     authorize!(state, req);
-    match load(&state.db, &id).await {
-        Ok(Some(record)) => with_etag(&record, StatusCode::OK),
-        Ok(None) => error(
-            StatusCode::NOT_FOUND,
-            "unknown_subscription",
-            "no such subscription",
-        ),
-        Err(e) => internal(e),
-    }
+    let cached = match state.cache.get(&id) {
+        Some(cached) => cached,
+        None => match load(&state.db, &id).await {
+            Ok(Some(record)) => state.cache.put(&record),
+            Ok(None) => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    "unknown_subscription",
+                    "no such subscription",
+                )
+            }
+            Err(e) => return internal(e),
+        },
+    };
+    HttpResponse::Ok()
+        .insert_header((header::ETAG, format!("\"r{}\"", cached.revision)))
+        .content_type("application/json")
+        .body(cached.body.clone())
 }
 
 /// The administration route: create or replace a record; the service sets the revision.
@@ -238,6 +285,9 @@ async fn put(
     .await;
     if let Some(wake) = &state.events {
         wake.notify_one();
+    }
+    if let Ok(record) = &result {
+        state.cache.put(record);
     }
     match result {
         Ok(record) => with_etag(&record, StatusCode::OK),
@@ -288,7 +338,8 @@ async fn change(
     }
     let events = state.events.is_some();
     match finish_change(&state.db, &id, &key, &if_match, change_type, events).await {
-        Ok(Finish::Made(change)) => {
+        Ok(Finish::Made((change, record))) => {
+            state.cache.put(&record);
             if let Some(wake) = &state.events {
                 wake.notify_one();
             }
@@ -312,7 +363,8 @@ enum Begin {
 }
 
 enum Finish {
-    Made(Change),
+    /// The change, and the record it made.
+    Made((Change, Subscription)),
     /// Nothing changed and the key was released: the record moved (412), went away
     /// (404) or no longer offers the change (422).
     Refused(HttpResponse),
@@ -455,7 +507,7 @@ async fn finish_change(
         outbox::write(&mut *tx, &record, Some(&change)).await?;
     }
     tx.commit().await?;
-    Ok(Finish::Made(change))
+    Ok(Finish::Made((change, record)))
 }
 
 /// Drops a key's in-flight claim (never a done change, which must keep replaying).
