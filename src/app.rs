@@ -50,6 +50,8 @@ pub struct Started {
     pub http: Option<actix_web::dev::Server>,
     pub grpc: Option<GrpcRunning>,
     pub store: Store,
+    /// The guard the actions use (for operators' decisions in the same process).
+    pub guard: Guard,
     /// The service events listener, when events are received: its port and a handle to
     /// stop it (it runs on its own task).
     pub events: Option<EventsRunning>,
@@ -162,7 +164,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         }
         _ => None,
     };
-    let actions = ActionServer::new(subscription_actions(guard), settings.server.clone());
+    let actions = ActionServer::new(subscription_actions(guard.clone()), settings.server.clone());
     if let Some((_, counters)) = &events {
         let counters = counters.clone();
         actions.add_metrics(move |out| counters.render(out));
@@ -215,8 +217,28 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         http,
         grpc,
         store,
+        guard,
         events,
     })
+}
+
+/// The guard `serve` would build from these settings, for commands that decide as the
+/// server does (`actiongate approvals`): the same store, the same service (the embedded
+/// one at its port when no URL is given), the same rules.
+pub async fn guard_for(settings: &Settings) -> Result<Guard, StartError> {
+    crate::telemetry::install_crypto();
+    let service_url = settings
+        .subscriptions_url
+        .clone()
+        .unwrap_or_else(|| format!("http://127.0.0.1:{}", settings.embedded_port));
+    let store = Store::connect(&settings.database_url).await?;
+    let client = ServiceClient::with_max_in_flight(
+        &service_url,
+        settings.subscriptions_timeout,
+        settings.subscriptions_token.clone(),
+        settings.subscriptions_max_in_flight,
+    )?;
+    Ok(Guard::new(settings.consent.clone(), client, store))
 }
 
 /// Starts the gRPC ActionService on its own task: stopped by [`GrpcRunning::stop`] or,
@@ -291,6 +313,11 @@ fn spawn_housekeeping(guard: Guard, interval: Duration, min_age: Duration, reten
                 Ok(0) => {}
                 Ok(n) => tracing::info!(resolved = n, "reconciled unknown outcomes"),
                 Err(e) => tracing::warn!(error = %e, "reconciliation failed"),
+            }
+            match guard.expire_holds().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(expired = n, "held changes expired undecided"),
+                Err(e) => tracing::warn!(error = %e, "expiring held changes failed"),
             }
             if let Err(e) = guard.store().prune_audit(retention).await {
                 tracing::warn!(error = %e, "audit retention failed");

@@ -30,6 +30,8 @@ pub enum Command {
     SubscriptionService(ServiceArgs),
     /// Read the audit trail.
     Audit(AuditArgs),
+    /// List, approve or reject changes held for a person's approval.
+    Approvals(ApprovalsArgs),
     /// Run conversation tests (Rasa Pro's end-to-end format) against a running Rasa.
     Converse(ConverseCli),
     /// Replay the consent matrix through the guard and a naive baseline; print the scores.
@@ -277,6 +279,44 @@ pub struct AuditArgs {
     pub data_dir: PathBuf,
     #[command(flatten)]
     pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ApprovalsArgs {
+    #[command(subcommand)]
+    pub action: ApprovalsAction,
+    /// `serve`'s settings (the store, the service, the rules): the same as the server's.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ApprovalsAction {
+    /// The held changes, oldest first (with --all, decided ones too).
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long, value_enum, default_value = "table")]
+        format: AuditFormat,
+    },
+    /// Approve a held change: the facts are read again; the command is sent once.
+    Approve {
+        /// The held change's request key.
+        key: String,
+        /// Who approves (recorded in the audit trail).
+        #[arg(long)]
+        operator: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Reject a held change; the note is what the customer is told.
+    Reject {
+        key: String,
+        #[arg(long)]
+        operator: String,
+        #[arg(long)]
+        note: String,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

@@ -12,6 +12,7 @@
 
 pub mod actions;
 pub mod app;
+pub mod approvals_cli;
 pub mod audit_report;
 pub mod cli;
 pub mod config;

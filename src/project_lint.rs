@@ -54,8 +54,9 @@ pub const TOOLS: [&str; 4] = [
 ];
 
 /// The responses the actions dispatch.
-pub const DISPATCHED: [&str; 6] = [
+pub const DISPATCHED: [&str; 7] = [
     "utter_subscription_change_applied",
+    "utter_subscription_change_held",
     "utter_subscription_change_blocked",
     "utter_subscription_change_denied",
     "utter_subscription_change_pending",

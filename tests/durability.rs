@@ -77,6 +77,8 @@ on_both!(
     the_audit_trail_records_every_decision,
     a_store_the_earlier_migration_runner_made_is_adopted,
     two_replicas_receiving_the_same_events_resolve_each_once,
+    two_replicas_approving_one_hold_at_once_send_one_command,
+    an_approval_killed_after_its_command_is_reconciled_and_never_sent_twice,
 );
 
 fn op(key: &str) -> Operation {
@@ -785,4 +787,155 @@ async fn two_replicas_receiving_the_same_events_resolve_each_once(backend: Backe
         recorded.iter().all(|e| e.verdict == "resolved"),
         "{recorded:?}"
     );
+}
+
+/// A held change (the demo data's Wine Club cancellation, marked for review) confirmed
+/// through `app`; its request key.
+async fn held_change(app: &TestApp, sender: &str) -> String {
+    held_change_of(app, sender, "WS-SUB-7001").await
+}
+
+async fn held_change_of(app: &TestApp, sender: &str, id: &str) -> String {
+    let mut c = Chat::new(sender, Some("acct-21"));
+    c.request_change(app, id, "cancel_now").await.unwrap();
+    let outcome = c.say_yes_and_apply(app).await;
+    assert_eq!(outcome["status"], "held", "{outcome}");
+    app.store
+        .latest_approval_for_sender(sender)
+        .await
+        .unwrap()
+        .unwrap()
+        .request_key
+}
+
+/// Two replicas on one store, each with operators approving the same hold at once: one
+/// decision, one command; and the decision's statement itself has one winner.
+async fn two_replicas_approving_one_hold_at_once_send_one_command(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let faulty = FaultyService::start(&service, Fault::Pass).await;
+    let a = app_on(&db, &faulty.url, &[]).await;
+    let b = app_on(&db, &faulty.url, &[]).await;
+    let key = held_change(&a, "replicas-approve").await;
+    let guards = [a.guard(), b.guard()];
+    let clicks = (0..20).map(|i| {
+        let guard = guards[i % 2].clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            guard
+                .approve(&key, &format!("operator-{i}"), None)
+                .await
+                .unwrap()
+                .unwrap()
+        })
+    });
+    let decisions: Vec<_> = futures_util::future::join_all(clicks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        decisions.iter().filter(|d| d.decided).count(),
+        1,
+        "{decisions:?}"
+    );
+    assert_eq!(faulty.commands_forwarded(), 1, "one command");
+    assert_eq!(revision(&service, "WS-SUB-7001").await, 4);
+    // The statement itself, raced directly from both stores: one winner of twenty.
+    let mut second = a.record("WS-SUB-7001").await;
+    second["id"] = json!("WS-SUB-7002");
+    second["status"] = json!("active");
+    second["options"] = json!([{"change_type": "cancel_now", "label": "Cancel now",
+        "effective_at": "2026-12-01T00:00:00Z", "entitlements": "No refund", "review": true}]);
+    second["notes"] = json!([]);
+    second.as_object_mut().unwrap().remove("revision");
+    a.put_record(&second).await;
+    let key2 = held_change_of(&b, "replicas-cas", "WS-SUB-7002").await;
+    let races = (0..20).map(|i| {
+        let store = if i % 2 == 0 {
+            a.store.clone()
+        } else {
+            b.store.clone()
+        };
+        let key = key2.clone();
+        tokio::spawn(async move { store.start_approval(&key, "racer", None).await.unwrap() })
+    });
+    let won = futures_util::future::join_all(races)
+        .await
+        .into_iter()
+        .filter(|r| *r.as_ref().unwrap())
+        .count();
+    assert_eq!(won, 1);
+}
+
+/// `actiongate approvals approve` killed (SIGKILL) while its command is at the service:
+/// the operation is left sent; approving again sends nothing; the reconciler resolves it as
+/// applied; the service made one change.
+async fn an_approval_killed_after_its_command_is_reconciled_and_never_sent_twice(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let faulty = FaultyService::start(&service, Fault::Pass).await;
+    let app = app_on(&db, &faulty.url, &[]).await;
+    let key = held_change(&app, "approval-crash").await;
+    faulty.set(Fault::Slow(Duration::from_millis(1500)));
+    let endpoints = dir.path().join("none.yml");
+    std::fs::write(&endpoints, "").unwrap();
+    let mut cli = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args([
+            "approvals",
+            "--database-url",
+            &db,
+            "--subscriptions-url",
+            &faulty.url,
+        ])
+        .args([
+            "--endpoints",
+            endpoints.to_str().unwrap(),
+            "--subscriptions-timeout",
+            "10",
+            "--quiet",
+        ])
+        .args(["approve", &key, "--operator", "ana"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while faulty.commands_forwarded() == 0 {
+        assert!(Instant::now() < deadline, "the command never left");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = Command::new("kill")
+        .args(["-9", &cli.id().to_string()])
+        .status();
+    let _ = cli.wait();
+    let store = Store::connect(&db).await.unwrap();
+    assert_eq!(
+        store.operation(&key).await.unwrap().unwrap().state,
+        OpState::Sent,
+        "sent, never recorded"
+    );
+    faulty.set(Fault::Pass);
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    // Approving again: decided already, nothing sent again.
+    let again = app
+        .guard()
+        .approve(&key, "ben", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!again.decided, "{again:?}");
+    // The reconciler (here called as its pass does) resolves it.
+    app.guard().reconcile_all(Duration::ZERO).await.unwrap();
+    assert_eq!(
+        store.operation(&key).await.unwrap().unwrap().state,
+        OpState::Applied
+    );
+    let mut c = Chat::new("approval-crash", Some("acct-21"));
+    c.user("did it go through?", "check", &[]);
+    let (_, body) = c.run(&app, "check_subscription_change").await.unwrap();
+    assert_eq!(outcome_of(&body)["status"], "applied");
+    assert_eq!(faulty.commands_forwarded(), 1, "one command");
+    assert_eq!(revision(&service, "WS-SUB-7001").await, 4);
 }

@@ -215,6 +215,7 @@ fn record(f: &Facts) -> Subscription {
                 } else {
                     ENTITLEMENTS.into()
                 },
+                review: false,
             }]
         } else {
             vec![]

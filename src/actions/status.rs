@@ -1,6 +1,6 @@
 //! `check_subscription_change`: resolves an outcome left unknown (the command was sent
-//! and no answer came) by asking the service about the same request key. Never sends a
-//! command.
+//! and no answer came) by asking the service about the same request key, and reports a
+//! held change's state or its decision. Never sends a command.
 
 use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher};
 use crate::consent::identity::account;
@@ -22,15 +22,32 @@ impl Action for CheckSubscriptionChange {
         let outcome = match account.clone() {
             None => Outcome::denied(),
             Some(account) => {
-                let op = guard
-                    .store()
+                let store = guard.store();
+                let op = store
                     .latest_for_sender(&tracker.sender_id)
                     .await
                     .map_err(ActionError::failed)?
                     .filter(|op| op.account == account);
-                match op {
-                    Some(op) => guard.reconcile(&op).await.map_err(ActionError::failed)?,
-                    None => Outcome::blocked(Reason::NotSelected),
+                let held = store
+                    .latest_approval_for_sender(&tracker.sender_id)
+                    .await
+                    .map_err(ActionError::failed)?
+                    .filter(|a| a.account == account);
+                match (op, held) {
+                    // A held change newer than any operation (or its own, once approved):
+                    // its state, or its decision's outcome.
+                    (op, Some(held))
+                        if op.as_ref().is_none_or(|op| {
+                            op.request_key == held.request_key || op.created_at < held.created_at
+                        }) =>
+                    {
+                        guard
+                            .approval_outcome(&held)
+                            .await
+                            .map_err(ActionError::failed)?
+                    }
+                    (Some(op), _) => guard.reconcile(&op).await.map_err(ActionError::failed)?,
+                    (None, _) => Outcome::blocked(Reason::NotSelected),
                 }
             }
         };

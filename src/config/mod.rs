@@ -104,6 +104,31 @@ pub struct Section {
     pub server: Option<ServerSection>,
     #[serde(default)]
     pub events: Option<EventsSection>,
+    #[serde(default)]
+    pub approval: Option<ApprovalSection>,
+}
+
+/// Which confirmed changes a person approves first (CONTRACT.md section 7).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSection {
+    /// Change types always held.
+    #[serde(default)]
+    pub change_types: Option<Vec<String>>,
+    /// Accounts whose changes are always held.
+    #[serde(default)]
+    pub accounts: Option<Vec<String>>,
+    /// Hold the options the service marks `"review": true` (default true).
+    #[serde(default)]
+    pub review: Option<bool>,
+    /// Hours a hold waits for a decision (default 24).
+    #[serde(default)]
+    pub expiry_hours: Option<f64>,
+    /// Rasa's base URL, to tell the conversation the decision (trigger_intent).
+    #[serde(default)]
+    pub notify_rasa_url: Option<String>,
+    #[serde(default)]
+    pub notify_rasa_token: Option<String>,
 }
 
 /// The service's change events: where they are received and the secret they are signed

@@ -344,6 +344,7 @@ impl Settings {
                 },
                 in_flight_wait: Duration::from_secs_f64(timeout + 5.0),
                 unknown_grace: Duration::from_secs_f64((timeout * 4.0).max(60.0)),
+                approval: approval_rules(section.and_then(|s| s.approval.as_ref())),
                 ..ConsentConfig::default()
             },
             audit_retention: Duration::from_secs(
@@ -360,5 +361,23 @@ impl Settings {
             reconcile_interval: Duration::from_secs(args.reconcile_interval.max(1)),
             events,
         })
+    }
+}
+
+/// endpoints.yml `actiongate.approval`, with its defaults (review marks honoured, 24 h).
+fn approval_rules(section: Option<&super::ApprovalSection>) -> crate::consent::ApprovalRules {
+    let defaults = crate::consent::ApprovalRules::default();
+    let Some(a) = section else {
+        return defaults;
+    };
+    crate::consent::ApprovalRules {
+        change_types: a.change_types.clone().unwrap_or_default(),
+        accounts: a.accounts.clone().unwrap_or_default(),
+        review: a.review.unwrap_or(defaults.review),
+        expiry: a.expiry_hours.map_or(defaults.expiry, |h| {
+            Duration::from_secs_f64(h.max(0.0) * 3600.0)
+        }),
+        notify_rasa_url: a.notify_rasa_url.clone(),
+        notify_rasa_token: a.notify_rasa_token.clone(),
     }
 }

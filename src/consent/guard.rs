@@ -18,7 +18,9 @@ use super::outcome::{Outcome, Reason, Status, Terms};
 use super::question::{self, contains_whole};
 use super::{ConsentConfig, QuestionCheck};
 use crate::conversation::{self, change_memory, Conversation, Meaning, Question, Reading, Reply};
-use crate::store::{now_ms, AuditEntry, Claim, OpState, Operation, Store, StoreError};
+use crate::store::{
+    now_ms, Approval, ApprovalState, AuditEntry, Claim, OpState, Operation, Store, StoreError,
+};
 use crate::subscriptions::client::{self, ConfirmedCommand};
 use crate::subscriptions::model::{change_tag, effective_text, Tag};
 use crate::subscriptions::{CommandOutcome, ServiceClient, Subscription};
@@ -452,6 +454,16 @@ fn applied(terms: &Terms) -> Outcome {
     }
 }
 
+fn held_outcome(terms: Terms) -> Outcome {
+    Outcome {
+        status: Status::Held,
+        reason: Some(Reason::ApprovalRequired),
+        effects: 0,
+        current: Some(terms),
+        why: None,
+    }
+}
+
 fn pending() -> Outcome {
     Outcome {
         status: Status::PendingVerification,
@@ -556,11 +568,15 @@ impl Guard {
         if let Some(op) = mine {
             return self.replay(op).await;
         }
+        // R1 for a held change: its state, or its decision's outcome.
+        if let Some(held) = self.store.approval(key).await? {
+            return self.approval_outcome(&held).await;
+        }
         if open.is_some() {
             return Ok(pending());
         }
         // 11, 12, 13. The facts as they are now, compared; fail closed.
-        let current = match self.read_and_compare(&confirmation).await {
+        let (current, review) = match self.read_and_compare(&confirmation).await {
             Ok(current) => current,
             Err(refusal) => {
                 // R3: another delivery of the same "yes" may have claimed and applied it
@@ -585,6 +601,50 @@ impl Guard {
             created_at: now_ms(),
             updated_at: now_ms(),
         };
+        // 14 and 15 for a change a person approves first (CONTRACT.md section 7): the budget
+        // is looked at but not spent, and the change is stored as held; nothing is sent.
+        let rules = &self.config.approval;
+        if let Some(rule) = rules.holds(&confirmation.account, &op.change_type, review) {
+            let rate = self.config.rate;
+            if !self
+                .store
+                .token_available(&confirmation.account, rate.capacity, rate.per_second)
+                .await?
+            {
+                return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
+            }
+            let now = now_ms();
+            let held = Approval {
+                request_key: key.clone(),
+                sender_id: inputs.sender_id.clone(),
+                account: confirmation.account.clone(),
+                subscription: op.subscription.clone(),
+                change_type: op.change_type.clone(),
+                revision: op.revision,
+                terms: serde_json::to_string(&current).expect("terms serialise"),
+                question: confirmation.question.text.clone(),
+                question_at: confirmation.question.timestamp,
+                reply: confirmation.reply.text.clone(),
+                reply_at: confirmation.reply.timestamp,
+                reply_id: confirmation.reply.message_id.clone(),
+                rule: rule.to_owned(),
+                state: ApprovalState::Held,
+                created_at: now,
+                expires_at: now + rules.expiry.as_millis() as i64,
+                decided_by: None,
+                decided_at: None,
+                note: None,
+                outcome: None,
+            };
+            if !self.store.hold(&held).await? {
+                // R3: another delivery of the same "yes" stored it first.
+                if let Some(held) = self.store.approval(key).await? {
+                    return self.approval_outcome(&held).await;
+                }
+            }
+            tracing::info!(request_key = %key, rule, subscription = %op.subscription, "held for approval");
+            return Ok(held_outcome(current));
+        }
         match self.store.claim(&op).await? {
             Claim::Claimed => {}
             // R3: another delivery of the same "yes" got here first.
@@ -614,11 +674,15 @@ impl Guard {
         .await
     }
 
-    /// Steps 11 to 13: reads the record and compares it with the confirmation. When the
+    /// Steps 11 to 13: reads the record and compares it with the confirmation; the current
+    /// terms, and whether the service marks the option for review. When the
     /// read fails, nothing is sent; but if the service's events already said the record
     /// moved past the confirmed revision, step 13's answer is given from that record, so
     /// the customer hears what changed rather than only that the service is away.
-    async fn read_and_compare(&self, confirmation: &Confirmation) -> Result<Terms, Outcome> {
+    async fn read_and_compare(
+        &self,
+        confirmation: &Confirmation,
+    ) -> Result<(Terms, bool), Outcome> {
         let record = match self.client.get(&confirmation.tag.subscription).await {
             Ok(record) => record,
             Err(e) => {
@@ -637,7 +701,11 @@ impl Guard {
                 return Err(Outcome::blocked(Reason::ServiceUnavailable));
             }
         };
-        compare_facts(confirmation, record.as_ref())
+        let review = record
+            .as_ref()
+            .and_then(|r| r.option(&confirmation.tag.change_type))
+            .is_some_and(|o| o.review);
+        compare_facts(confirmation, record.as_ref()).map(|terms| (terms, review))
     }
 
     /// The outcome of an operation that already exists: final as recorded; in flight,
@@ -755,4 +823,311 @@ fn target(inputs: &ApplyInputs) -> Option<String> {
             c.as_deref().unwrap_or("?")
         )),
     }
+}
+
+/// What an operator's approval or rejection did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The held change's outcome now.
+    pub outcome: Outcome,
+    /// Whether this call decided it (`false`: it was decided already, by another click, another
+    /// operator or another replica, or it expired: nothing was done again).
+    pub decided: bool,
+}
+
+impl Guard {
+    /// A held change's outcome as it stands: held; the operation's once approved; the
+    /// decision's otherwise.
+    pub async fn approval_outcome(&self, held: &Approval) -> Result<Outcome, StoreError> {
+        match held.state {
+            ApprovalState::Held if held.expires_at > now_ms() => {
+                Ok(held_outcome(stored_terms(held)))
+            }
+            ApprovalState::Held => Ok(
+                Outcome::blocked(Reason::ApprovalExpired).with_current(Some(stored_terms(held)))
+            ),
+            ApprovalState::Approved => match self.store.operation(&held.request_key).await? {
+                Some(op) => Box::pin(self.replay(op)).await,
+                // Approved, the command about to be claimed: still waiting.
+                None => Ok(held_outcome(stored_terms(held))),
+            },
+            ApprovalState::Rejected | ApprovalState::Expired | ApprovalState::Blocked => Ok(held
+                .outcome
+                .as_deref()
+                .and_then(|json| serde_json::from_str(json).ok())
+                .unwrap_or_else(|| Outcome::blocked(Reason::ApprovalRejected))),
+        }
+    }
+
+    /// An operator approves a held change. The service's record is read again: if the
+    /// revision or any term moved, nothing is sent (`blocked`/`benefit_loss_hidden`); if the
+    /// account's budget is spent by now, nothing is sent (`blocked`/`rate_limited`);
+    /// otherwise the command goes out with the stored revision and the original request key,
+    /// once however often this is called, by however many operators or replicas.
+    pub async fn approve(
+        &self,
+        key: &str,
+        operator: &str,
+        note: Option<&str>,
+    ) -> Result<Option<Decision>, StoreError> {
+        let Some(held) = self.store.approval(key).await? else {
+            return Ok(None);
+        };
+        let mine = match held.state {
+            ApprovalState::Held => self.store.start_approval(key, operator, note).await?,
+            // Approved by a process that stopped before claiming the operation: taken over
+            // once the claim is surely not coming.
+            ApprovalState::Approved => {
+                let stalled = held.decided_at.is_some_and(|at| {
+                    now_ms() - at > self.config.in_flight_wait.as_millis() as i64
+                });
+                stalled
+                    && self.store.operation(key).await?.is_none()
+                    && self
+                        .store
+                        .resume_approval(key, held.decided_at.unwrap_or_default())
+                        .await?
+            }
+            _ => false,
+        };
+        if !mine {
+            let now = self.store.approval(key).await?.unwrap_or(held);
+            return Ok(Some(Decision {
+                outcome: self.approval_outcome(&now).await?,
+                decided: false,
+            }));
+        }
+        let outcome = self.send_approved(&held).await?;
+        self.audit_decision(
+            &held,
+            "approve_subscription_change",
+            operator,
+            &outcome,
+            note,
+        )
+        .await?;
+        self.notify(&held, &outcome).await;
+        Ok(Some(Decision {
+            outcome,
+            decided: true,
+        }))
+    }
+
+    /// Steps 11 to 15 again for an approved change, with the terms stored at the hold.
+    async fn send_approved(&self, held: &Approval) -> Result<Outcome, StoreError> {
+        let key = &held.request_key;
+        let terms = stored_terms(held);
+        let confirmation = Confirmation {
+            account: held.account.clone(),
+            tag: Tag {
+                subscription: held.subscription.clone(),
+                change_type: held.change_type.clone(),
+                revision: held.revision,
+            },
+            terms: terms.clone(),
+            question: Question {
+                text: held.question.clone(),
+                timestamp: held.question_at,
+                position: 0,
+            },
+            reply: Reply {
+                text: held.reply.clone(),
+                timestamp: held.reply_at,
+                message_id: held.reply_id.clone(),
+                meaning: conversation::Meaning::Yes,
+            },
+            request_key: key.clone(),
+        };
+        let (current, _) = match self.read_and_compare(&confirmation).await {
+            Ok(current) => current,
+            Err(refusal) => {
+                if refusal.reason == Some(Reason::ServiceUnavailable) {
+                    // Nothing sent and nothing known: the approval stands and may be given
+                    // again once the service answers (it is taken over after a while).
+                    return Ok(refusal);
+                }
+                let json = serde_json::to_string(&refusal).expect("an outcome serialises");
+                self.store.block_approval(key, &json).await?;
+                return Ok(refusal);
+            }
+        };
+        let rate = self.config.rate;
+        if !self
+            .store
+            .take_token(&held.account, rate.capacity, rate.per_second)
+            .await?
+        {
+            let outcome = Outcome::blocked(Reason::RateLimited).with_current(Some(current));
+            let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+            self.store.block_approval(key, &json).await?;
+            return Ok(outcome);
+        }
+        let op = Operation {
+            request_key: key.clone(),
+            sender_id: held.sender_id.clone(),
+            account: held.account.clone(),
+            subscription: held.subscription.clone(),
+            change_type: held.change_type.clone(),
+            revision: held.revision,
+            terms: held.terms.clone(),
+            state: OpState::Claimed,
+            outcome: None,
+            created_at: now_ms(),
+            updated_at: now_ms(),
+        };
+        match self.store.claim(&op).await? {
+            Claim::Claimed => {}
+            Claim::KeyTaken => {
+                let op = self.store.operation(key).await?.unwrap_or(op);
+                return self.replay(op).await;
+            }
+            Claim::SubscriptionBusy => return Ok(pending()),
+        }
+        ConfirmedChange {
+            confirmation,
+            current,
+        }
+        .send(&self.client, &self.store)
+        .await
+    }
+
+    /// An operator rejects a held change: `blocked`/`approval_rejected`, the note as `why`.
+    pub async fn reject(
+        &self,
+        key: &str,
+        operator: &str,
+        note: &str,
+    ) -> Result<Option<Decision>, StoreError> {
+        let Some(held) = self.store.approval(key).await? else {
+            return Ok(None);
+        };
+        let outcome = Outcome::blocked(Reason::ApprovalRejected)
+            .with_current(Some(stored_terms(&held)))
+            .with_why(Some(note.to_owned()).filter(|n| !n.trim().is_empty()));
+        let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+        if !self
+            .store
+            .reject_approval(key, operator, note, &json)
+            .await?
+        {
+            let now = self.store.approval(key).await?.unwrap_or(held);
+            return Ok(Some(Decision {
+                outcome: self.approval_outcome(&now).await?,
+                decided: false,
+            }));
+        }
+        self.audit_decision(
+            &held,
+            "reject_subscription_change",
+            operator,
+            &outcome,
+            Some(note),
+        )
+        .await?;
+        self.notify(&held, &outcome).await;
+        Ok(Some(Decision {
+            outcome,
+            decided: true,
+        }))
+    }
+
+    /// Ends the holds past their expiry (`blocked`/`approval_expired`); how many.
+    pub async fn expire_holds(&self) -> Result<usize, StoreError> {
+        let outcome = Outcome::blocked(Reason::ApprovalExpired);
+        let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+        let keys = self.store.expire_approvals(&json).await?;
+        for key in &keys {
+            if let Some(held) = self.store.approval(key).await? {
+                self.audit_decision(&held, "expire_subscription_change", "-", &outcome, None)
+                    .await?;
+                self.notify(&held, &outcome).await;
+            }
+        }
+        Ok(keys.len())
+    }
+
+    async fn audit_decision(
+        &self,
+        held: &Approval,
+        action: &str,
+        operator: &str,
+        outcome: &Outcome,
+        note: Option<&str>,
+    ) -> Result<(), StoreError> {
+        tracing::info!(request_key = %held.request_key, operator, action, status = outcome.status.as_str(), "a held change was decided");
+        self.store
+            .audit(AuditEntry {
+                at: now_ms(),
+                action: action.into(),
+                sender_id: held.sender_id.clone(),
+                account: Some(held.account.clone()),
+                target: Some(format!("{} {}", held.subscription, held.change_type)),
+                question_terms: Some(held.question.clone()),
+                service_terms: Some(held.terms.clone()),
+                status: outcome.status.as_str().into(),
+                reason: match (outcome.reason, note) {
+                    (Some(r), Some(n)) if !n.is_empty() => Some(format!("{}: {n}", r.as_str())),
+                    (Some(r), _) => Some(r.as_str().into()),
+                    (None, Some(n)) if !n.is_empty() => Some(n.to_owned()),
+                    (None, _) => None,
+                },
+                request_key: Some(held.request_key.clone()),
+                operator: Some(operator.to_owned()),
+                ..AuditEntry::default()
+            })
+            .await
+    }
+
+    /// Tells the conversation the decision through Rasa's HTTP API, when configured:
+    /// `POST {notify_rasa_url}/conversations/{sender}/trigger_intent` with the intent
+    /// `subscription_change_decided` and the outcome as entities. Best effort: the decision
+    /// stands whatever Rasa answers, and `check_subscription_change` reports it.
+    async fn notify(&self, held: &Approval, outcome: &Outcome) {
+        let Some(base) = &self.config.approval.notify_rasa_url else {
+            return;
+        };
+        let mut url = format!(
+            "{}/conversations/{}/trigger_intent",
+            base.trim_end_matches('/'),
+            percent_encoding::utf8_percent_encode(
+                &held.sender_id,
+                percent_encoding::NON_ALPHANUMERIC
+            )
+        );
+        if let Some(token) = &self.config.approval.notify_rasa_token {
+            url.push_str("?token=");
+            url.push_str(
+                &percent_encoding::utf8_percent_encode(token, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string(),
+            );
+        }
+        let body = serde_json::json!({
+            "name": "subscription_change_decided",
+            "entities": {
+                "change_status": outcome.status.as_str(),
+                "change_reason": outcome.reason.map(|r| r.as_str()),
+            },
+        });
+        static RASA: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+        let http = RASA.get_or_init(|| {
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("an HTTP client builds")
+        });
+        match http.post(&url).json(&body).send().await {
+            Ok(r) if r.status().is_success() => {}
+            Ok(r) => {
+                tracing::warn!(status = r.status().as_u16(), sender = %held.sender_id, "Rasa refused the decision's intent")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, sender = %held.sender_id, "the decision's intent could not reach Rasa")
+            }
+        }
+    }
+}
+
+/// The service's terms a hold stored at step 13.
+fn stored_terms(held: &Approval) -> Terms {
+    serde_json::from_str(&held.terms).expect("stored terms are valid")
 }

@@ -71,6 +71,53 @@ pub struct ConsentConfig {
     /// How long an unknown outcome stays unknown when the service has no change under
     /// its key; after that the change is taken as not made.
     pub unknown_grace: Duration,
+    /// Which confirmed changes a person approves first (CONTRACT.md section 7).
+    pub approval: ApprovalRules,
+}
+
+/// The rules of endpoints.yml `actiongate.approval`: a confirmed change is held when its
+/// change type or its account is listed, or (unless `review` is off) when the service marks
+/// the option `"review": true`.
+#[derive(Debug, Clone)]
+pub struct ApprovalRules {
+    pub change_types: Vec<String>,
+    pub accounts: Vec<String>,
+    pub review: bool,
+    /// How long a hold waits for a decision.
+    pub expiry: Duration,
+    /// Rasa's base URL: a decision triggers an intent in the conversation
+    /// (`POST /conversations/{sender}/trigger_intent`).
+    pub notify_rasa_url: Option<String>,
+    /// Rasa's API token for that call.
+    pub notify_rasa_token: Option<String>,
+}
+
+impl Default for ApprovalRules {
+    fn default() -> Self {
+        Self {
+            change_types: Vec::new(),
+            accounts: Vec::new(),
+            review: true,
+            expiry: Duration::from_secs(24 * 3600),
+            notify_rasa_url: None,
+            notify_rasa_token: None,
+        }
+    }
+}
+
+impl ApprovalRules {
+    /// The rule that holds this change, if one does.
+    pub fn holds(&self, account: &str, change_type: &str, review: bool) -> Option<&'static str> {
+        if self.change_types.iter().any(|c| c == change_type) {
+            Some("change_type")
+        } else if self.accounts.iter().any(|a| a == account) {
+            Some("account")
+        } else if self.review && review {
+            Some("review")
+        } else {
+            None
+        }
+    }
 }
 
 impl Default for ConsentConfig {
@@ -86,6 +133,7 @@ impl Default for ConsentConfig {
             rate: RateLimit::default(),
             in_flight_wait: Duration::from_secs(10),
             unknown_grace: Duration::from_secs(300),
+            approval: ApprovalRules::default(),
         }
     }
 }

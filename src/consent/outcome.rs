@@ -12,6 +12,8 @@ pub enum Status {
     Blocked,
     Denied,
     PendingVerification,
+    /// Waiting for a person's approval (CONTRACT.md section 7): nothing sent yet.
+    Held,
     Failed,
 }
 
@@ -23,6 +25,7 @@ impl Status {
             Self::Blocked => "blocked",
             Self::Denied => "denied",
             Self::PendingVerification => "pending_verification",
+            Self::Held => "held",
             Self::Failed => "failed",
         }
     }
@@ -35,6 +38,7 @@ impl Status {
             Self::Blocked => Some("utter_subscription_change_blocked"),
             Self::Denied => Some("utter_subscription_change_denied"),
             Self::PendingVerification => Some("utter_subscription_change_pending"),
+            Self::Held => Some("utter_subscription_change_held"),
             Self::Failed => Some("utter_subscription_change_failed"),
         }
     }
@@ -62,6 +66,9 @@ pub enum Reason {
     ServiceRejected,
     UnknownSubscription,
     ChangeNotOffered,
+    ApprovalRequired,
+    ApprovalRejected,
+    ApprovalExpired,
 }
 
 impl Reason {
@@ -85,6 +92,9 @@ impl Reason {
             Self::ServiceRejected => "service_rejected",
             Self::UnknownSubscription => "unknown_subscription",
             Self::ChangeNotOffered => "change_not_offered",
+            Self::ApprovalRequired => "approval_required",
+            Self::ApprovalRejected => "approval_rejected",
+            Self::ApprovalExpired => "approval_expired",
         }
     }
 
@@ -109,6 +119,9 @@ impl Reason {
             Self::ServiceRejected => "The subscription service refused the change.",
             Self::UnknownSubscription => "I can't find that subscription.",
             Self::ChangeNotOffered => "That change is not available on this subscription.",
+            Self::ApprovalRequired => "This change needs a colleague's approval before I can make it; nothing has been changed yet.",
+            Self::ApprovalRejected => "A colleague reviewed this change and did not approve it, so nothing was changed.",
+            Self::ApprovalExpired => "The approval for this change was not given in time, so nothing was changed; I can ask for it again.",
         }
     }
 }

@@ -38,6 +38,12 @@ const FILES: &[File] = &[
         sqlite: include_str!("../../migrations/sqlite/0003_service_events.sql"),
         postgres: include_str!("../../migrations/postgres/0003_service_events.sql"),
     },
+    File {
+        version: 4,
+        description: "approvals",
+        sqlite: include_str!("../../migrations/sqlite/0004_approvals.sql"),
+        postgres: include_str!("../../migrations/postgres/0004_approvals.sql"),
+    },
 ];
 
 /// The files of one dialect, as sqlx's migrator reads a source.
@@ -180,8 +186,8 @@ mod tests {
                 .fetch_all(&pool)
                 .await
                 .unwrap();
-        // 1 and 2 adopted; 3, which the earlier runner never had, applied.
-        assert_eq!(recorded, [1, 2, 3]);
+        // 1 and 2 adopted; the later ones, which the earlier runner never had, applied.
+        assert_eq!(recorded, [1, 2, 3, 4]);
         let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit")
             .fetch_one(&pool)
             .await

@@ -1,6 +1,7 @@
 //! The server's own records, through sqlx: operations (one per request key), the audit
-//! trail, and the per-account rate limits. A SQLite file by default, PostgreSQL when the
-//! URL says so; the same schema and the same statements on both.
+//! trail, the per-account rate limits, held changes ([`Approval`]) and service events. A
+//! SQLite file by default, PostgreSQL when the URL says so; the same schema and the same
+//! statements on both.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,10 @@ use serde::Serialize;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
+mod approvals;
 mod migrations;
+
+pub use approvals::{Approval, ApprovalState};
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +114,8 @@ pub struct AuditEntry {
     pub status: String,
     pub reason: Option<String>,
     pub request_key: Option<String>,
+    /// The person who decided (an approval or rejection), when one did.
+    pub operator: Option<String>,
 }
 
 /// The database.
@@ -160,7 +166,7 @@ enum AuditWrite {
 /// Entries queued for the audit writer at most; past it, [`Store::audit`] waits for room.
 const AUDIT_QUEUE: usize = 16_384;
 
-/// Entries written in one statement at most (ten parameters each; SQLite takes 32,766).
+/// Entries written in one transaction at most (in statements of AUDIT_ROWS rows).
 const AUDIT_BATCH: usize = 512;
 
 /// How long the writer waits for more entries after the first of a batch.
@@ -230,15 +236,15 @@ async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
     entries: &[AuditEntry],
 ) -> Result<(), sqlx::Error> {
     let mut sql = String::from(
-        "INSERT INTO audit (at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key) VALUES ",
+        "INSERT INTO audit (at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key, operator) VALUES ",
     );
     for i in 0..entries.len() {
-        let n = i * 10;
+        let n = i * 11;
         if i > 0 {
             sql.push_str(", ");
         }
         sql.push('(');
-        for column in 1..=10 {
+        for column in 1..=11 {
             if column > 1 {
                 sql.push_str(", ");
             }
@@ -259,7 +265,8 @@ async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
             .bind(&entry.service_terms)
             .bind(&entry.status)
             .bind(&entry.reason)
-            .bind(&entry.request_key);
+            .bind(&entry.request_key)
+            .bind(&entry.operator);
     }
     query.execute(db).await?;
     Ok(())
@@ -563,6 +570,28 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Whether the account's bucket holds a token now, without taking it (a held change
+    /// spends none until its command is sent).
+    pub async fn token_available(
+        &self,
+        account: &str,
+        capacity: f64,
+        per_second: f64,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT tokens, updated_at FROM rate_buckets WHERE account = $1")
+            .bind(account)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            None => capacity >= 1.0,
+            Some(row) => {
+                let (tokens, updated_at): (f64, i64) = (row.get(0), row.get(1));
+                let elapsed = (now_ms() - updated_at).max(0) as f64;
+                (tokens + elapsed * per_second / 1000.0).min(capacity) >= 1.0
+            }
+        })
+    }
+
     /// Appends one decision to the audit trail: queued for the audit writer, which commits
     /// it within milliseconds (see [`Store::flush_audit`]). Waits only when the queue is
     /// full.
@@ -592,7 +621,7 @@ impl Store {
     ) -> Result<Vec<AuditEntry>, StoreError> {
         self.flush_audit().await;
         let rows = sqlx::query(
-            "SELECT id, at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key \
+            "SELECT id, at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key, operator \
              FROM audit WHERE (CAST($1 AS TEXT) IS NULL OR sender_id = CAST($1 AS TEXT)) AND at >= $2 ORDER BY id",
         )
         .bind(sender)
@@ -613,6 +642,7 @@ impl Store {
                 status: r.get(8),
                 reason: r.get(9),
                 request_key: r.get(10),
+                operator: r.get(11),
             })
             .collect())
     }

@@ -22,6 +22,7 @@ pub struct TestApp {
     pub dir: tempfile::TempDir,
     pub handle: actix_web::dev::ServerHandle,
     pub store: actiongate::store::Store,
+    pub guard: actiongate::consent::Guard,
     /// The gRPC ActionService, when the app serves it beside the webhook (`--grpc-port`).
     pub grpc: Option<actiongate::app::GrpcRunning>,
     /// The service events listener, when the app receives events (`--events-port`).
@@ -92,6 +93,7 @@ pub async fn spawn_settings(settings: Settings, dir: tempfile::TempDir) -> TestA
         dir,
         handle,
         store: started.store,
+        guard: started.guard,
         grpc: started.grpc,
         events: started.events,
     }
@@ -135,6 +137,11 @@ impl TestApp {
         if let Some(events) = &self.events {
             events.handle.stop(false).await;
         }
+    }
+
+    /// The app's guard (what an operator's decision goes through).
+    pub fn guard(&self) -> actiongate::consent::Guard {
+        self.guard.clone()
     }
 
     /// The events listener's URL (`--events-port 0`).

@@ -30,6 +30,10 @@ pub struct ChangeOption {
     pub effective_at: String,
     /// What the customer keeps and loses, in one line.
     pub entitlements: String,
+    /// The business wants a person to approve this change before it is made
+    /// (CONTRACT.md section 7).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub review: bool,
 }
 
 /// Why a record changed; `revision` names the revision the change produced.

@@ -21,6 +21,7 @@ async fn main() -> ExitCode {
         Command::Check(a) => a.log.clone(),
         Command::SubscriptionService(a) => a.log.clone(),
         Command::Audit(a) => a.log.clone(),
+        Command::Approvals(a) => a.serve.log.clone(),
         Command::Converse(a) => a.log.clone(),
         Command::Eval(a) => a.log.clone(),
     };
@@ -45,6 +46,13 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Command::Approvals(args) => match actiongate::approvals_cli::run(&args).await {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => report::<()>(Err(e)),
+        },
         Command::Audit(args) => match actiongate::audit_report::report(&args).await {
             Ok(text) => {
                 print!("{text}");

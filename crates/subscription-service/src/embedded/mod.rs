@@ -93,7 +93,9 @@ impl RecordCache {
     fn put(&self, record: &Subscription) -> std::sync::Arc<Cached> {
         let fresh = std::sync::Arc::new(Cached {
             revision: record.revision,
-            body: serde_json::to_vec(record).expect("a record serialises").into(),
+            body: serde_json::to_vec(record)
+                .expect("a record serialises")
+                .into(),
         });
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         match records.get(&record.id) {

@@ -1,0 +1,269 @@
+//! Held changes (CONTRACT.md section 7) as stored operations: the hold, and each decision
+//! as one conditional statement, so of two operators, two clicks or two replicas deciding
+//! at once exactly one decides.
+
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::{now_ms, Store, StoreError};
+
+/// Where a held change is: held → approved (its operation, under the same request key,
+/// then holds the outcome) | rejected | expired | blocked (on approval the facts had moved,
+/// or the budget was spent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    Held,
+    Approved,
+    Rejected,
+    Expired,
+    Blocked,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Expired => "expired",
+            Self::Blocked => "blocked",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        match s {
+            "held" => Self::Held,
+            "approved" => Self::Approved,
+            "rejected" => Self::Rejected,
+            "expired" => Self::Expired,
+            _ => Self::Blocked,
+        }
+    }
+}
+
+/// One held change.
+#[derive(Debug, Clone, Serialize)]
+pub struct Approval {
+    pub request_key: String,
+    pub sender_id: String,
+    pub account: String,
+    pub subscription: String,
+    pub change_type: String,
+    /// The revision the customer confirmed and the service had at step 13.
+    pub revision: i64,
+    /// The service's terms at step 13 (JSON).
+    pub terms: String,
+    /// The question as Rasa sent it, and when.
+    pub question: String,
+    pub question_at: Option<f64>,
+    /// The customer's reply, when, and its message id.
+    pub reply: String,
+    pub reply_at: Option<f64>,
+    pub reply_id: Option<String>,
+    /// Which rule held it (`change_type`, `account`, `review`).
+    pub rule: String,
+    pub state: ApprovalState,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<i64>,
+    pub note: Option<String>,
+    /// The outcome once decided (JSON), unless approved (then the operation's).
+    pub outcome: Option<String>,
+}
+
+const COLUMNS: &str = "request_key, sender_id, account, subscription, change_type, revision, terms, question, question_at, \
+     reply, reply_at, reply_id, rule, state, created_at, expires_at, decided_by, decided_at, note, outcome";
+
+fn approval_from(r: &AnyRow) -> Approval {
+    Approval {
+        request_key: r.get(0),
+        sender_id: r.get(1),
+        account: r.get(2),
+        subscription: r.get(3),
+        change_type: r.get(4),
+        revision: r.get(5),
+        terms: r.get(6),
+        question: r.get(7),
+        question_at: r.get(8),
+        reply: r.get(9),
+        reply_at: r.get(10),
+        reply_id: r.get(11),
+        rule: r.get(12),
+        state: ApprovalState::parse(r.get::<&str, _>(13)),
+        created_at: r.get(14),
+        expires_at: r.get(15),
+        decided_by: r.get(16),
+        decided_at: r.get(17),
+        note: r.get(18),
+        outcome: r.get(19),
+    }
+}
+
+impl Store {
+    /// Stores a hold; `false` when the request key has one already (a repeat of the same
+    /// "yes").
+    pub async fn hold(&self, a: &Approval) -> Result<bool, StoreError> {
+        let done = sqlx::query(&format!(
+            "INSERT INTO approvals ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'held', $14, $15, NULL, NULL, NULL, NULL) \
+             ON CONFLICT DO NOTHING"
+        ))
+        .bind(&a.request_key)
+        .bind(&a.sender_id)
+        .bind(&a.account)
+        .bind(&a.subscription)
+        .bind(&a.change_type)
+        .bind(a.revision)
+        .bind(&a.terms)
+        .bind(&a.question)
+        .bind(a.question_at)
+        .bind(&a.reply)
+        .bind(a.reply_at)
+        .bind(&a.reply_id)
+        .bind(&a.rule)
+        .bind(a.created_at)
+        .bind(a.expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The held change under a request key.
+    pub async fn approval(&self, key: &str) -> Result<Option<Approval>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM approvals WHERE request_key = $1"
+        ))
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| approval_from(&r)))
+    }
+
+    /// Held changes in a state (all when `None`), oldest first.
+    pub async fn approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<Approval>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM approvals WHERE (CAST($1 AS TEXT) IS NULL OR state = CAST($1 AS TEXT)) ORDER BY created_at, request_key"
+        ))
+        .bind(state.map(ApprovalState::as_str))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(approval_from).collect())
+    }
+
+    /// The conversation's latest held change.
+    pub async fn latest_approval_for_sender(
+        &self,
+        sender: &str,
+    ) -> Result<Option<Approval>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM approvals WHERE sender_id = $1 ORDER BY created_at DESC LIMIT 1"
+        ))
+        .bind(sender)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| approval_from(&r)))
+    }
+
+    /// Approves a held, unexpired change: `true` for exactly one caller however many
+    /// approve at once, on any replica.
+    pub async fn start_approval(
+        &self,
+        key: &str,
+        operator: &str,
+        note: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let done = sqlx::query(
+            "UPDATE approvals SET state = 'approved', decided_by = $1, decided_at = $2, note = $3 \
+             WHERE request_key = $4 AND state = 'held' AND expires_at > $2",
+        )
+        .bind(operator)
+        .bind(now)
+        .bind(note)
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Takes over an approval whose approver stopped before claiming its operation (approved
+    /// at `decided_at`, untouched since): `true` for exactly one caller.
+    pub async fn resume_approval(&self, key: &str, decided_at: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE approvals SET decided_at = $1 WHERE request_key = $2 AND state = 'approved' AND decided_at = $3",
+        )
+        .bind(now_ms())
+        .bind(key)
+        .bind(decided_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Ends an approved change without sending (the facts moved, the budget was spent).
+    pub async fn block_approval(&self, key: &str, outcome: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE approvals SET state = 'blocked', outcome = $1 WHERE request_key = $2 AND state = 'approved'",
+        )
+        .bind(outcome)
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Rejects a held change: `true` for exactly one caller.
+    pub async fn reject_approval(
+        &self,
+        key: &str,
+        operator: &str,
+        note: &str,
+        outcome: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE approvals SET state = 'rejected', decided_by = $1, decided_at = $2, note = $3, outcome = $4 \
+             WHERE request_key = $5 AND state = 'held'",
+        )
+        .bind(operator)
+        .bind(now_ms())
+        .bind(note)
+        .bind(outcome)
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Ends every hold past its expiry; returns their request keys.
+    pub async fn expire_approvals(&self, outcome: &str) -> Result<Vec<String>, StoreError> {
+        let now = now_ms();
+        let due: Vec<String> = sqlx::query_scalar(
+            "SELECT request_key FROM approvals WHERE state = 'held' AND expires_at <= $1",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut expired = Vec::new();
+        for key in due {
+            let done = sqlx::query(
+                "UPDATE approvals SET state = 'expired', decided_at = $1, outcome = $2 \
+                 WHERE request_key = $3 AND state = 'held' AND expires_at <= $1",
+            )
+            .bind(now)
+            .bind(outcome)
+            .bind(&key)
+            .execute(&self.pool)
+            .await?;
+            if done.rows_affected() == 1 {
+                expired.push(key);
+            }
+        }
+        Ok(expired)
+    }
+}

@@ -1,0 +1,450 @@
+//! Changes a person approves (CONTRACT.md section 7): the rules that hold a confirmed
+//! change, and each decision checked at the service's record: approved → one change however
+//! often it is given; rejected, expired, moved facts, a spent budget → nothing sent.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{spawn_app_with, test_settings, Chat, ChatExt, TestApp};
+use serde_json::{json, Value};
+
+use actiongate::consent::{Guard, Status};
+use actiongate::store::{ApprovalState, OpState};
+
+const WINE: &str = "WS-SUB-7001";
+
+/// A guard on the app's store and service, as `actiongate approvals` builds one.
+async fn operator_guard(app: &TestApp) -> Guard {
+    let db = format!(
+        "sqlite:{}",
+        app.dir.path().join("data/actiongate.db").display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let settings = test_settings(
+        dir.path(),
+        &[
+            "--database-url",
+            &db,
+            "--subscriptions-url",
+            &app.service_url,
+        ],
+    );
+    actiongate::app::guard_for(&settings).await.unwrap()
+}
+
+/// The customer of `account` asks for `change_type` on `id`, is asked, says yes: the
+/// apply's outcome, and the chat.
+async fn confirm(
+    app: &TestApp,
+    sender: &str,
+    account: &str,
+    id: &str,
+    change_type: &str,
+) -> (Value, Chat) {
+    let mut c = Chat::new(sender, Some(account));
+    c.request_change(app, id, change_type).await.unwrap();
+    assert_eq!(
+        c.slots.get("change_status"),
+        Some(&json!("selected")),
+        "selected"
+    );
+    let outcome = c.say_yes_and_apply(app).await;
+    (outcome, c)
+}
+
+async fn check(app: &TestApp, c: &mut Chat) -> Value {
+    c.user("did it go through?", "check", &[]);
+    let (status, body) = c.run(app, "check_subscription_change").await.unwrap();
+    assert_eq!(status, 200);
+    common::outcome_of(&body)
+}
+
+fn status_reason(outcome: &Value) -> (&str, Option<&str>) {
+    (
+        outcome["status"].as_str().unwrap(),
+        outcome["reason"].as_str(),
+    )
+}
+
+#[tokio::test]
+async fn a_change_the_service_marks_for_review_is_held_and_nothing_is_sent() {
+    let app = spawn_app_with(&["--rate-capacity", "1"], |_| {}).await;
+    let (outcome, mut c) = confirm(&app, "wine-held", "acct-21", WINE, "cancel_now").await;
+    assert_eq!(
+        status_reason(&outcome),
+        ("held", Some("approval_required")),
+        "{outcome}"
+    );
+    assert_eq!(outcome["effects"], 0);
+    assert!(outcome["current"]["entitlements"]
+        .as_str()
+        .unwrap()
+        .contains("40 EUR"));
+    let (_, body) = c.run(&app, "apply_subscription_change").await.unwrap();
+    assert_eq!(
+        body["responses"][0]["response"],
+        "utter_subscription_change_held"
+    );
+    // Nothing reached the service, no operation, no token spent.
+    assert_eq!(app.revision(WINE).await, 3);
+    assert_eq!(app.record(WINE).await["status"], "active");
+    assert!(app
+        .store
+        .latest_for_sender("wine-held")
+        .await
+        .unwrap()
+        .is_none());
+    let held = app
+        .store
+        .approvals(Some(ApprovalState::Held))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    let held = &held[0];
+    assert_eq!(
+        (held.account.as_str(), held.rule.as_str(), held.revision),
+        ("acct-21", "review", 3)
+    );
+    assert!(
+        held.question.contains("40 EUR"),
+        "the question as sent: {}",
+        held.question
+    );
+    assert_eq!(held.reply, "yes");
+    assert!(held.expires_at - held.created_at >= 24 * 3600 * 1000 - 1000);
+    assert!(
+        app.store
+            .token_available("acct-21", 1.0, 0.0)
+            .await
+            .unwrap(),
+        "no token spent"
+    );
+    // A repeat of the same "yes", and the check, report it held.
+    assert_eq!(
+        status_reason(&check(&app, &mut c).await),
+        ("held", Some("approval_required"))
+    );
+    // The other option of the same record is not marked for review: applied at once.
+    let (other, _) = confirm(&app, "wine-stop", "acct-21", WINE, "stop_renewal").await;
+    assert_eq!(other["status"], "applied", "{other}");
+}
+
+#[tokio::test]
+async fn rules_hold_by_change_type_or_account_and_review_marks_can_be_ignored() {
+    let app = spawn_app_with(&[], |s| {
+        s.consent.approval.change_types = vec!["skip_next_box".into()];
+        s.consent.approval.accounts = vec!["acct-9".into()];
+        s.consent.approval.review = false;
+    })
+    .await;
+    let (by_type, _) = confirm(&app, "by-type", "acct-7", "WS-SUB-3304", "skip_next_box").await;
+    assert_eq!(by_type["status"], "held", "{by_type}");
+    let (by_account, _) =
+        confirm(&app, "by-account", "acct-9", "WS-SUB-4410", "stop_renewal").await;
+    assert_eq!(by_account["status"], "held", "{by_account}");
+    let (not_held, _) = confirm(&app, "other", "acct-7", "WS-SUB-3310", "stop_renewal").await;
+    assert_eq!(not_held["status"], "applied", "{not_held}");
+    let (review_off, _) = confirm(&app, "review-off", "acct-21", WINE, "cancel_now").await;
+    assert_eq!(
+        review_off["status"], "applied",
+        "review marks ignored: {review_off}"
+    );
+    let rules: Vec<String> = app
+        .store
+        .approvals(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.rule)
+        .collect();
+    assert_eq!(rules, ["change_type", "account"]);
+    assert_eq!(app.revision("WS-SUB-3304").await, 4, "held: unchanged");
+    assert_eq!(app.revision("WS-SUB-4410").await, 1, "held: unchanged");
+}
+
+#[tokio::test]
+async fn an_approval_sends_the_change_once_however_often_it_is_given() {
+    let app = spawn_app_with(&[], |_| {}).await;
+    let (_, mut c) = confirm(&app, "approve-once", "acct-21", WINE, "cancel_now").await;
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    // Two operators, each clicking five times, on two guards (two processes' worth), at once.
+    let (a, b) = (operator_guard(&app).await, operator_guard(&app).await);
+    let clicks = (0..10).map(|i| {
+        let guard = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let key = key.clone();
+        tokio::spawn(async move {
+            let operator = if i % 2 == 0 { "ana" } else { "ben" };
+            guard.approve(&key, operator, None).await.unwrap().unwrap()
+        })
+    });
+    let decisions: Vec<_> = futures_util::future::join_all(clicks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        decisions.iter().filter(|d| d.decided).count(),
+        1,
+        "{decisions:?}"
+    );
+    let decided = decisions.iter().find(|d| d.decided).unwrap();
+    assert_eq!(decided.outcome.status, Status::Applied);
+    assert!(
+        decisions
+            .iter()
+            .all(|d| matches!(d.outcome.status, Status::Applied | Status::Held)),
+        "{decisions:?}"
+    );
+    // One change at the service, on the revision the customer confirmed.
+    assert_eq!(app.revision(WINE).await, 4);
+    let record = app.record(WINE).await;
+    assert!(
+        record["notes"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cancel_now"),
+        "{record}"
+    );
+    let op = app.store.operation(&key).await.unwrap().unwrap();
+    assert_eq!(op.state, OpState::Applied);
+    // The customer's repeat and check see it; approving again changes nothing.
+    assert_eq!(check(&app, &mut c).await["status"], "applied");
+    assert_eq!(c.apply(&app).await["status"], "applied");
+    let again = a.approve(&key, "ana", None).await.unwrap().unwrap();
+    assert!(!again.decided);
+    // The decision itself is one conditional statement: once approved, never again.
+    assert!(!app.store.start_approval(&key, "ben", None).await.unwrap());
+    assert!(!app
+        .store
+        .reject_approval(&key, "ben", "late", "{}")
+        .await
+        .unwrap());
+    assert_eq!(app.revision(WINE).await, 4);
+    // Audited with the operator's name.
+    let audit = app.store.audit_entries(None, None).await.unwrap();
+    let approval = audit
+        .iter()
+        .find(|e| e.action == "approve_subscription_change")
+        .expect("audited");
+    assert!(matches!(approval.operator.as_deref(), Some("ana" | "ben")));
+    assert_eq!(approval.status, "applied");
+    assert_eq!(approval.request_key.as_deref(), Some(key.as_str()));
+}
+
+#[tokio::test]
+async fn a_rejection_sends_nothing_and_tells_the_customer_the_note() {
+    let app = spawn_app_with(&[], |_| {}).await;
+    let (_, mut c) = confirm(&app, "rejected", "acct-21", WINE, "cancel_now").await;
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    let guard = operator_guard(&app).await;
+    let note = "The cellar credit can be moved to a friend's account instead; we will call.";
+    let decision = guard.reject(&key, "ana", note).await.unwrap().unwrap();
+    assert!(decision.decided);
+    let outcome = check(&app, &mut c).await;
+    assert_eq!(
+        status_reason(&outcome),
+        ("blocked", Some("approval_rejected"))
+    );
+    assert_eq!(outcome["why"], note);
+    // Approving afterwards decides nothing and sends nothing.
+    let late = guard.approve(&key, "ben", None).await.unwrap().unwrap();
+    assert!(!late.decided);
+    assert_eq!(app.revision(WINE).await, 3);
+    assert!(app.store.operation(&key).await.unwrap().is_none());
+    assert_eq!(c.apply(&app).await["reason"], "approval_rejected");
+    let audit = app.store.audit_entries(None, None).await.unwrap();
+    let entry = audit
+        .iter()
+        .find(|e| e.action == "reject_subscription_change")
+        .unwrap();
+    assert_eq!(entry.operator.as_deref(), Some("ana"));
+    assert!(entry
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("moved to a friend"));
+}
+
+#[tokio::test]
+async fn an_undecided_hold_expires_in_the_background() {
+    let app = spawn_app_with(&["--reconcile-interval", "1"], |s| {
+        s.consent.approval.expiry = Duration::from_millis(300);
+    })
+    .await;
+    let (_, mut c) = confirm(&app, "expires", "acct-21", WINE, "cancel_now").await;
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while app.store.approval(&key).await.unwrap().unwrap().state != ApprovalState::Expired {
+        assert!(Instant::now() < deadline, "not expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        status_reason(&check(&app, &mut c).await),
+        ("blocked", Some("approval_expired"))
+    );
+    let late = operator_guard(&app)
+        .await
+        .approve(&key, "ana", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!late.decided, "an expired hold is not approved");
+    assert_eq!(app.revision(WINE).await, 3, "nothing sent");
+}
+
+#[tokio::test]
+async fn an_operator_cannot_approve_a_hold_whose_terms_moved() {
+    let app = spawn_app_with(&[], |_| {}).await;
+    let (_, mut c) = confirm(&app, "moved", "acct-21", WINE, "cancel_now").await;
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    let mut record = app.record(WINE).await;
+    record.as_object_mut().unwrap().remove("revision");
+    record["options"][0]["entitlements"] =
+        json!("The cellar credit of 60 EUR is forfeited; no refund");
+    record["notes"] =
+        json!([{"at": "2026-11-30T09:00:00Z", "text": "A bonus credit of 20 EUR was added."}]);
+    app.put_record(&record).await;
+    let decision = operator_guard(&app)
+        .await
+        .approve(&key, "ana", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(decision.decided);
+    assert_eq!(decision.outcome.status, Status::Blocked);
+    assert_eq!(
+        decision.outcome.reason.map(|r| r.as_str()),
+        Some("benefit_loss_hidden")
+    );
+    assert!(decision.outcome.why.as_deref().unwrap().contains("20 EUR"));
+    assert_eq!(app.revision(WINE).await, 4, "only the PUT");
+    assert_eq!(app.record(WINE).await["status"], "active", "not cancelled");
+    assert!(
+        app.store.operation(&key).await.unwrap().is_none(),
+        "nothing claimed"
+    );
+    assert_eq!(check(&app, &mut c).await["reason"], "benefit_loss_hidden");
+}
+
+#[tokio::test]
+async fn the_budget_is_spent_when_the_command_is_sent_not_when_held() {
+    let app = spawn_app_with(&["--rate-capacity", "1", "--rate-per-hour", "0.001"], |s| {
+        s.consent.approval.change_types = vec!["skip_next_box".into()];
+    })
+    .await;
+    let (held, _) = confirm(
+        &app,
+        "budget-held",
+        "acct-7",
+        "WS-SUB-3304",
+        "skip_next_box",
+    )
+    .await;
+    assert_eq!(held["status"], "held");
+    // The hold spent nothing: another change of the account goes through and spends it.
+    let (other, _) = confirm(
+        &app,
+        "budget-other",
+        "acct-7",
+        "WS-SUB-3310",
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(other["status"], "applied", "{other}");
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    let decision = operator_guard(&app)
+        .await
+        .approve(&key, "ana", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        decision.outcome.reason.map(|r| r.as_str()),
+        Some("rate_limited")
+    );
+    assert_eq!(app.revision("WS-SUB-3304").await, 4, "nothing sent");
+    assert_eq!(
+        app.store.approval(&key).await.unwrap().unwrap().state,
+        ApprovalState::Blocked
+    );
+    // With the budget spent before the hold, the hold is refused at step 14 itself.
+    let (refused, _) = confirm(
+        &app,
+        "budget-spent",
+        "acct-7",
+        "WS-SUB-3304",
+        "skip_next_box",
+    )
+    .await;
+    assert_eq!(
+        status_reason(&refused),
+        ("blocked", Some("rate_limited")),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn approvals_from_the_terminal_use_the_same_rules_and_audit() {
+    let app = spawn_app_with(&[], |_| {}).await;
+    confirm(&app, "terminal", "acct-21", WINE, "cancel_now").await;
+    let db = format!(
+        "sqlite:{}",
+        app.dir.path().join("data/actiongate.db").display()
+    );
+    let endpoints = app.dir.path().join("endpoints.yml");
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_actiongate"))
+            .arg("approvals")
+            .args([
+                "--database-url",
+                &db,
+                "--subscriptions-url",
+                &app.service_url,
+            ])
+            .args(["--endpoints", endpoints.to_str().unwrap(), "--quiet"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    app.store.flush_audit().await;
+    let list = run(&["list"]);
+    assert!(
+        list.contains("acct-21 cancel_now on WS-SUB-7001 (r3), held by rule review"),
+        "{list}"
+    );
+    assert!(
+        list.contains("asked: ") && list.contains("reply: yes"),
+        "{list}"
+    );
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    assert_eq!(
+        run(&["approve", &key, "--operator", "cli-ana"]).trim(),
+        "applied"
+    );
+    assert!(run(&["approve", &key, "--operator", "cli-ben"]).contains("decided before"));
+    assert_eq!(app.revision(WINE).await, 4, "one change");
+    assert_eq!(run(&["list"]).trim(), "no held changes");
+    let audit = app.store.audit_entries(None, None).await.unwrap();
+    assert!(audit
+        .iter()
+        .any(|e| e.operator.as_deref() == Some("cli-ana")));
+}
