@@ -52,6 +52,8 @@ pub struct Started {
     pub store: Store,
     /// The guard the actions use (for operators' decisions in the same process).
     pub guard: Guard,
+    /// The operator console, when served: its port and a handle to stop it.
+    pub console: Option<EventsRunning>,
     /// The service events listener, when events are received: its port and a handle to
     /// stop it (it runs on its own task).
     pub events: Option<EventsRunning>,
@@ -164,6 +166,26 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         }
         _ => None,
     };
+    // Bound before the port Rasa calls, so the two can never be one: a second bind fails.
+    let console = match &settings.console {
+        Some(c) => {
+            let listener = TcpListener::bind((c.host.as_str(), c.port))?;
+            let port = listener.local_addr()?.port();
+            let server = crate::console::serve(
+                listener,
+                crate::console::Console {
+                    guard: guard.clone(),
+                    operators: c.operators.clone(),
+                    session: c.session,
+                },
+            )?;
+            let handle = server.handle();
+            tokio::spawn(server);
+            tracing::info!(port, host = %c.host, operators = c.operators.len(), "operator console listening");
+            Some(EventsRunning { port, handle })
+        }
+        None => None,
+    };
     let actions = ActionServer::new(subscription_actions(guard.clone()), settings.server.clone());
     if let Some((_, counters)) = &events {
         let counters = counters.clone();
@@ -219,6 +241,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         store,
         guard,
         events,
+        console,
     })
 }
 
@@ -346,6 +369,7 @@ pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
     let settings = Settings::resolve(args)?;
     let started = start(&settings).await?;
     let events = started.events.map(|e| e.handle);
+    let console = started.console.map(|c| c.handle);
     let store = started.store.clone();
     match (started.http, started.grpc) {
         (Some(http), Some(grpc)) => {
@@ -374,6 +398,9 @@ pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
     }
     if let Some(events) = events {
         events.stop(true).await;
+    }
+    if let Some(console) = console {
+        console.stop(true).await;
     }
     // The audit entries of the last requests are committed before the process ends.
     store.flush_audit().await;

@@ -32,6 +32,9 @@ pub enum Command {
     Audit(AuditArgs),
     /// List, approve or reject changes held for a person's approval.
     Approvals(ApprovalsArgs),
+    /// Print the argon2 hash of a password read from standard input, for
+    /// `actiongate.console.operators`.
+    HashPassword,
     /// Run conversation tests (Rasa Pro's end-to-end format) against a running Rasa.
     Converse(ConverseCli),
     /// Replay the consent matrix through the guard and a naive baseline; print the scores.
@@ -182,6 +185,13 @@ pub struct ServeArgs {
     /// Seconds an event's signature timestamp may be from now (default 300).
     #[arg(long)]
     pub events_tolerance: Option<u64>,
+    /// Serve the operator console on this port (never the port Rasa calls; endpoints
+    /// `console.port`); operators are configured under `actiongate.console.operators`.
+    #[arg(long)]
+    pub admin_port: Option<u16>,
+    /// Address the console binds (default 127.0.0.1).
+    #[arg(long)]
+    pub admin_host: Option<String>,
     #[command(flatten)]
     pub log: LogArgs,
 }

@@ -17,6 +17,7 @@ pub mod audit_report;
 pub mod cli;
 pub mod config;
 pub mod consent;
+pub mod console;
 pub mod conversation;
 pub mod events;
 pub mod project_lint;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use settings::{GrpcMode, Settings};
+pub use settings::{ConsoleSettings, GrpcMode, Settings};
 
 /// A configuration problem: which file, which key, what is wrong.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -106,6 +106,31 @@ pub struct Section {
     pub events: Option<EventsSection>,
     #[serde(default)]
     pub approval: Option<ApprovalSection>,
+    #[serde(default)]
+    pub console: Option<ConsoleSection>,
+}
+
+/// The operator console: where it listens and who may sign in.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSection {
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Operators, each with an argon2 password hash (`actiongate hash-password`).
+    #[serde(default)]
+    pub operators: Option<Vec<OperatorEntry>>,
+    /// Minutes a sign-in lasts (default 480).
+    #[serde(default)]
+    pub session_minutes: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorEntry {
+    pub name: String,
+    pub password_hash: String,
 }
 
 /// Which confirmed changes a person approves first (CONTRACT.md section 7).

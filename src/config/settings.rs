@@ -37,6 +37,20 @@ pub struct Settings {
     pub reconcile_interval: Duration,
     /// Where the service's change events are received, when they are.
     pub events: Option<EventsSettings>,
+    /// The operator console, when served.
+    pub console: Option<ConsoleSettings>,
+}
+
+/// The operator console (`--admin-port`).
+#[derive(Debug, Clone)]
+pub struct ConsoleSettings {
+    pub host: String,
+    /// 0 picks a free port.
+    pub port: u16,
+    /// Name and argon2 hash (PHC string) of each operator.
+    pub operators: Vec<(String, String)>,
+    /// How long a sign-in lasts.
+    pub session: Duration,
 }
 
 /// The events listener (`POST /v1/service-events`).
@@ -107,6 +121,54 @@ impl Settings {
                 )
             })?,
         };
+        let console_section = section.and_then(|s| s.console.as_ref());
+        let console = match args
+            .admin_port
+            .or_else(|| console_section.and_then(|c| c.port))
+        {
+            None => None,
+            Some(port) => {
+                let operators: Vec<(String, String)> = console_section
+                    .and_then(|c| c.operators.clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|o| (o.name, o.password_hash))
+                    .collect();
+                for (name, hash) in &operators {
+                    if argon2::password_hash::PasswordHash::new(hash).is_err() {
+                        return Err(ConfigError::new(
+                            path,
+                            "actiongate.console.operators",
+                            format!("{name}: password_hash is not an argon2 hash (make one with `actiongate hash-password`)"),
+                        ));
+                    }
+                }
+                Some(ConsoleSettings {
+                    host: args
+                        .admin_host
+                        .clone()
+                        .or_else(|| console_section.and_then(|c| c.host.clone()))
+                        .unwrap_or_else(|| "127.0.0.1".to_owned()),
+                    port,
+                    operators,
+                    session: Duration::from_secs_f64(
+                        60.0 * console_section
+                            .and_then(|c| c.session_minutes)
+                            .unwrap_or(480.0)
+                            .max(0.01),
+                    ),
+                })
+            }
+        };
+        if let Some(c) = &console {
+            if c.port != 0 && c.port == args.port.unwrap_or(5055) {
+                return Err(ConfigError::new(
+                    path,
+                    "actiongate.console.port",
+                    "the console is never served on the port Rasa calls: choose another --admin-port",
+                ));
+            }
+        }
         let events_section = section.and_then(|s| s.events.as_ref());
         let events_port = args
             .events_port
@@ -360,6 +422,7 @@ impl Settings {
             ),
             reconcile_interval: Duration::from_secs(args.reconcile_interval.max(1)),
             events,
+            console,
         })
     }
 }

@@ -267,3 +267,98 @@ impl Store {
         Ok(expired)
     }
 }
+
+/// A signed-in operator.
+#[derive(Debug, Clone)]
+pub struct OperatorSession {
+    pub operator: String,
+    /// The token every form of this session carries.
+    pub csrf: String,
+    pub expires_at: i64,
+}
+
+/// What the console's search narrows operations to (every field optional).
+#[derive(Debug, Clone, Default)]
+pub struct OperationFilter {
+    pub account: Option<String>,
+    pub sender_id: Option<String>,
+    pub subscription: Option<String>,
+    /// An operation state (`applied`, `unknown`, ...).
+    pub state: Option<String>,
+    /// Milliseconds since the epoch.
+    pub since: Option<i64>,
+    pub limit: i64,
+}
+
+impl Store {
+    /// Stores a session under the digest of its cookie.
+    pub async fn open_session(
+        &self,
+        id_hash: &str,
+        operator: &str,
+        csrf: &str,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO operator_sessions (id_hash, operator, csrf, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id_hash)
+        .bind(operator)
+        .bind(csrf)
+        .bind(now_ms())
+        .bind(expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The unexpired session under the digest of a cookie.
+    pub async fn session(&self, id_hash: &str) -> Result<Option<OperatorSession>, StoreError> {
+        let row = sqlx::query(
+            "SELECT operator, csrf, expires_at FROM operator_sessions WHERE id_hash = $1 AND expires_at > $2",
+        )
+        .bind(id_hash)
+        .bind(now_ms())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| OperatorSession {
+            operator: r.get(0),
+            csrf: r.get(1),
+            expires_at: r.get(2),
+        }))
+    }
+
+    /// Ends a session (sign-out), and drops every expired one.
+    pub async fn close_session(&self, id_hash: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM operator_sessions WHERE id_hash = $1 OR expires_at <= $2")
+            .bind(id_hash)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Operations matching the filter, newest first.
+    pub async fn search_operations(
+        &self,
+        f: &OperationFilter,
+    ) -> Result<Vec<super::Operation>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM operations WHERE (CAST($1 AS TEXT) IS NULL OR account = CAST($1 AS TEXT)) \
+             AND (CAST($2 AS TEXT) IS NULL OR sender_id = CAST($2 AS TEXT)) \
+             AND (CAST($3 AS TEXT) IS NULL OR subscription = CAST($3 AS TEXT)) \
+             AND (CAST($4 AS TEXT) IS NULL OR state = CAST($4 AS TEXT)) \
+             AND created_at >= $5 ORDER BY created_at DESC LIMIT $6",
+            super::OP_COLUMNS
+        ))
+        .bind(&f.account)
+        .bind(&f.sender_id)
+        .bind(&f.subscription)
+        .bind(&f.state)
+        .bind(f.since.unwrap_or(0))
+        .bind(if f.limit > 0 { f.limit } else { 500 })
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(super::operation_from).collect())
+    }
+}

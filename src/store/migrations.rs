@@ -44,6 +44,12 @@ const FILES: &[File] = &[
         sqlite: include_str!("../../migrations/sqlite/0004_approvals.sql"),
         postgres: include_str!("../../migrations/postgres/0004_approvals.sql"),
     },
+    File {
+        version: 5,
+        description: "operator sessions",
+        sqlite: include_str!("../../migrations/sqlite/0005_operator_sessions.sql"),
+        postgres: include_str!("../../migrations/postgres/0005_operator_sessions.sql"),
+    },
 ];
 
 /// The files of one dialect, as sqlx's migrator reads a source.
@@ -187,7 +193,7 @@ mod tests {
                 .await
                 .unwrap();
         // 1 and 2 adopted; the later ones, which the earlier runner never had, applied.
-        assert_eq!(recorded, [1, 2, 3, 4]);
+        assert_eq!(recorded, [1, 2, 3, 4, 5]);
         let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit")
             .fetch_one(&pool)
             .await

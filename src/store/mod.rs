@@ -14,7 +14,7 @@ use sqlx::{AnyPool, Row};
 mod approvals;
 mod migrations;
 
-pub use approvals::{Approval, ApprovalState};
+pub use approvals::{Approval, ApprovalState, OperationFilter, OperatorSession};
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]

@@ -27,6 +27,8 @@ pub struct TestApp {
     pub grpc: Option<actiongate::app::GrpcRunning>,
     /// The service events listener, when the app receives events (`--events-port`).
     pub events: Option<actiongate::app::EventsRunning>,
+    /// The operator console, when served (`--admin-port`).
+    pub console: Option<actiongate::app::EventsRunning>,
 }
 
 impl std::ops::Deref for TestApp {
@@ -96,6 +98,7 @@ pub async fn spawn_settings(settings: Settings, dir: tempfile::TempDir) -> TestA
         guard: started.guard,
         grpc: started.grpc,
         events: started.events,
+        console: started.console,
     }
 }
 
@@ -142,6 +145,16 @@ impl TestApp {
     /// The app's guard (what an operator's decision goes through).
     pub fn guard(&self) -> actiongate::consent::Guard {
         self.guard.clone()
+    }
+
+    /// The console's base URL (`--admin-port 0`).
+    pub fn console_url(&self) -> String {
+        let port = self
+            .console
+            .as_ref()
+            .expect("the app serves the console")
+            .port;
+        format!("http://127.0.0.1:{port}")
     }
 
     /// The events listener's URL (`--events-port 0`).

@@ -22,6 +22,11 @@ async fn main() -> ExitCode {
         Command::SubscriptionService(a) => a.log.clone(),
         Command::Audit(a) => a.log.clone(),
         Command::Approvals(a) => a.serve.log.clone(),
+        Command::HashPassword => actiongate::cli::LogArgs {
+            verbose: 0,
+            quiet: true,
+            log_format: telemetry::LogFormat::Text,
+        },
         Command::Converse(a) => a.log.clone(),
         Command::Eval(a) => a.log.clone(),
     };
@@ -45,6 +50,20 @@ async fn main() -> ExitCode {
             } else {
                 ExitCode::FAILURE
             }
+        }
+        Command::HashPassword => {
+            let mut password = String::new();
+            if std::io::stdin().read_line(&mut password).is_err()
+                || password.trim_end_matches(['\r', '\n']).is_empty()
+            {
+                eprintln!("error: give the password on standard input");
+                return ExitCode::from(2);
+            }
+            println!(
+                "{}",
+                actiongate::console::auth::hash_password(password.trim_end_matches(['\r', '\n']))
+            );
+            ExitCode::SUCCESS
         }
         Command::Approvals(args) => match actiongate::approvals_cli::run(&args).await {
             Ok(text) => {

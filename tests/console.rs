@@ -1,0 +1,470 @@
+//! The operator console over HTTP: every route needs a session; sign-in with an argon2
+//! hash; forms need the session's token and the console's own origin; decisions go through
+//! the guard (one change, checked at the service); the console is never on the port Rasa
+//! calls. (The same console in a real browser: scripts/console-browser.sh.)
+
+mod common;
+
+use std::time::Duration;
+
+use common::{spawn_app_with, Chat, ChatExt, TestApp};
+use serde_json::json;
+
+use actiongate::config::ConsoleSettings;
+use actiongate::store::ApprovalState;
+
+const WINE: &str = "WS-SUB-7001";
+
+fn console(session: Duration) -> ConsoleSettings {
+    ConsoleSettings {
+        host: "127.0.0.1".into(),
+        port: 0,
+        operators: vec![(
+            "ana".into(),
+            actiongate::console::auth::hash_password("correct horse"),
+        )],
+        session,
+    }
+}
+
+async fn app_with_console(session: Duration) -> TestApp {
+    spawn_app_with(&[], |s| s.console = Some(console(session))).await
+}
+
+/// A client that keeps no cookies and follows no redirects: each test says what it sends.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+fn set_cookie(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(str::to_owned)
+}
+
+fn value_of(cookie: &str) -> String {
+    cookie
+        .split(';')
+        .next()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_owned()
+}
+
+fn hidden_csrf(page: &str) -> String {
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a token")
+        + 19;
+    page[at..at + 64].to_owned()
+}
+
+/// Signs in as ana: the session cookie (`ag_session=...`) and the session's form token.
+async fn sign_in(app: &TestApp) -> (String, String) {
+    let http = client();
+    let page = http
+        .get(format!("{}/sign-in", app.console_url()))
+        .send()
+        .await
+        .unwrap();
+    let pre = set_cookie(&page, "ag_sign_in").expect("the sign-in form's cookie");
+    let token = hidden_csrf(&page.text().await.unwrap());
+    let answer = http
+        .post(format!("{}/sign-in", app.console_url()))
+        .header("cookie", format!("ag_sign_in={}", value_of(&pre)))
+        .form(&[
+            ("csrf", token.as_str()),
+            ("name", "ana"),
+            ("password", "correct horse"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 303);
+    let session = set_cookie(&answer, "ag_session").expect("a session cookie");
+    for attribute in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] {
+        assert!(session.contains(attribute), "{attribute} in {session}");
+    }
+    let cookie = format!("ag_session={}", value_of(&session));
+    let home = http
+        .get(format!("{}/", app.console_url()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(home.status(), 200);
+    let csrf = hidden_csrf(&home.text().await.unwrap());
+    (cookie, csrf)
+}
+
+async fn held(app: &TestApp, sender: &str) -> String {
+    let mut c = Chat::new(sender, Some("acct-21"));
+    c.request_change(app, WINE, "cancel_now").await.unwrap();
+    assert_eq!(c.say_yes_and_apply(app).await["status"], "held");
+    app.store
+        .latest_approval_for_sender(sender)
+        .await
+        .unwrap()
+        .unwrap()
+        .request_key
+}
+
+#[tokio::test]
+async fn every_route_without_a_session_is_redirected_or_refused() {
+    let app = app_with_console(Duration::from_secs(600)).await;
+    let key = held(&app, "no-session").await;
+    let http = client();
+    for path in [
+        "/",
+        "/pending",
+        "/operations",
+        "/operations?account=acct-21",
+        "/conversations/no-session",
+    ] {
+        let r = http
+            .get(format!("{}{path}", app.console_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303, "{path}");
+        assert_eq!(r.headers()["location"], "/sign-in", "{path}");
+    }
+    let csv = http
+        .get(format!("{}/operations.csv", app.console_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(csv.status(), 401);
+    for path in [
+        format!("/held/{key}/approve"),
+        format!("/held/{key}/reject"),
+        format!("/pending/{key}/check"),
+        "/sign-out".into(),
+    ] {
+        let r = http
+            .post(format!("{}{path}", app.console_url()))
+            .form(&[("csrf", "x"), ("note", "n")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+    }
+    // A made-up session is no session.
+    let r = http
+        .get(format!("{}/", app.console_url()))
+        .header("cookie", "ag_session=0000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(
+        app.store.approval(&key).await.unwrap().unwrap().state,
+        ApprovalState::Held
+    );
+    assert_eq!(app.revision(WINE).await, 3, "nothing sent");
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused_and_a_session_expires() {
+    let app = app_with_console(Duration::from_secs(1)).await;
+    let http = client();
+    let page = http
+        .get(format!("{}/sign-in", app.console_url()))
+        .send()
+        .await
+        .unwrap();
+    let pre = value_of(&set_cookie(&page, "ag_sign_in").unwrap());
+    let token = hidden_csrf(&page.text().await.unwrap());
+    for (name, password) in [("ana", "wrong"), ("bob", "correct horse"), ("", "")] {
+        let r = http
+            .post(format!("{}/sign-in", app.console_url()))
+            .header("cookie", format!("ag_sign_in={pre}"))
+            .form(&[
+                ("csrf", token.as_str()),
+                ("name", name),
+                ("password", password),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{name}");
+        assert!(set_cookie(&r, "ag_session").is_none());
+        assert!(r.text().await.unwrap().contains("do not match"));
+    }
+    // The sign-in form needs its own token too.
+    let r = http
+        .post(format!("{}/sign-in", app.console_url()))
+        .form(&[
+            ("csrf", token.as_str()),
+            ("name", "ana"),
+            ("password", "correct horse"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "no sign-in cookie");
+    let (cookie, _) = sign_in(&app).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let r = http
+        .get(format!("{}/", app.console_url()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303, "the session expired");
+}
+
+#[tokio::test]
+async fn forged_and_cross_origin_forms_are_refused_and_change_nothing() {
+    let app = app_with_console(Duration::from_secs(600)).await;
+    let key = held(&app, "forged").await;
+    let (cookie, csrf) = sign_in(&app).await;
+    let http = client();
+    let approve = format!("{}/held/{key}/approve", app.console_url());
+    let without = http
+        .post(&approve)
+        .header("cookie", &cookie)
+        .form(&[("note", "")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(without.status(), 403, "no token");
+    let wrong = http
+        .post(&approve)
+        .header("cookie", &cookie)
+        .form(&[("csrf", "f".repeat(64).as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 403, "another token");
+    let elsewhere = http
+        .post(&approve)
+        .header("cookie", &cookie)
+        .header("origin", "http://evil.example")
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.status(), 403, "another origin");
+    assert_eq!(
+        app.store.approval(&key).await.unwrap().unwrap().state,
+        ApprovalState::Held
+    );
+    assert_eq!(app.revision(WINE).await, 3, "nothing sent");
+    // With the token, from the console's own origin: approved, one change.
+    let origin = app.console_url();
+    let ok = http
+        .post(&approve)
+        .header("cookie", &cookie)
+        .header("origin", &origin)
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("note", "checked with the customer"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 303);
+    assert!(ok.headers()["location"]
+        .to_str()
+        .unwrap()
+        .contains("Approved"));
+    assert_eq!(app.revision(WINE).await, 4, "one change");
+    let again = http
+        .post(&approve)
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert!(again.headers()["location"]
+        .to_str()
+        .unwrap()
+        .contains("Already"));
+    assert_eq!(app.revision(WINE).await, 4, "still one change");
+    let audit = app.store.audit_entries(None, None).await.unwrap();
+    let decision = audit
+        .iter()
+        .find(|e| e.action == "approve_subscription_change")
+        .unwrap();
+    assert_eq!(decision.operator.as_deref(), Some("ana"));
+    // Signed out: the session is gone.
+    let out = http
+        .post(format!("{}/sign-out", app.console_url()))
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    let after = http
+        .get(format!("{}/", app.console_url()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 303);
+}
+
+#[tokio::test]
+async fn the_pages_show_what_a_reviewer_needs_and_the_csv_is_safe() {
+    let app = app_with_console(Duration::from_secs(600)).await;
+    let key = held(&app, "pages").await;
+    let (cookie, csrf) = sign_in(&app).await;
+    let http = client();
+    let get = |path: String| {
+        let http = http.clone();
+        let cookie = cookie.clone();
+        async move {
+            let r = http
+                .get(path)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r.text().await.unwrap()
+        }
+    };
+    let home = get(format!("{}/", app.console_url())).await;
+    for part in [
+        "acct-21",
+        "WS-SUB-7001",
+        "cancel_now",
+        "40 EUR",
+        "They replied:",
+        "yes",
+        "Approve",
+        "Reject",
+    ] {
+        assert!(home.contains(part), "{part} on the held page");
+    }
+    assert!(
+        !home.contains("session_started_metadata") && !home.contains("account_id"),
+        "no metadata"
+    );
+    // A rejection needs a note; with one, the customer is told it.
+    let reject = format!("{}/held/{key}/reject", app.console_url());
+    let r = http
+        .post(&reject)
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf.as_str()), ("note", " ")])
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers()["location"]
+        .to_str()
+        .unwrap()
+        .contains("needs%20a%20note"));
+    let r = http
+        .post(&reject)
+        .header("cookie", &cookie)
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("note", "=HYPERLINK(\"x\") please call us"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(
+        app.store.approval(&key).await.unwrap().unwrap().state,
+        ApprovalState::Rejected
+    );
+    let timeline = get(format!("{}/conversations/pages", app.console_url())).await;
+    for part in [
+        "select_subscription_change",
+        "apply_subscription_change",
+        "reject_subscription_change",
+        "ana",
+        "approval_rejected",
+    ] {
+        assert!(timeline.contains(part), "{part} in the timeline");
+    }
+    let search = get(format!(
+        "{}/operations?account=acct-21&outcome=rejected",
+        app.console_url()
+    ))
+    .await;
+    assert!(search.contains("rejected") && search.contains("WS-SUB-7001"));
+    let bad = get(format!("{}/operations?since=yesterday", app.console_url())).await;
+    assert!(bad.contains("is not a date"));
+    let csv = get(format!(
+        "{}/operations.csv?account=acct-21",
+        app.console_url()
+    ))
+    .await;
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "created,account,subscription,change_type,outcome,decided_by,conversation,request_key"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("rejected,ana,pages")),
+        "{csv}"
+    );
+    // An operation's outcome unknown: pending verification, checked without sending again.
+    let pending = get(format!("{}/pending", app.console_url())).await;
+    assert!(pending.contains("No outcome is unknown"));
+}
+
+#[tokio::test]
+async fn the_console_is_not_on_the_port_rasa_calls() {
+    let app = app_with_console(Duration::from_secs(600)).await;
+    for path in ["/sign-in", "/operations", "/"] {
+        let r = client()
+            .get(format!("{}{path}", app.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{path} on the Rasa port");
+    }
+    // Asked for the same port, the server refuses to start.
+    let dir = tempfile::tempdir().unwrap();
+    let endpoints = dir.path().join("endpoints.yml");
+    std::fs::write(&endpoints, "").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args([
+            "serve",
+            "--port",
+            "5999",
+            "--admin-port",
+            "5999",
+            "--endpoints",
+            endpoints.to_str().unwrap(),
+        ])
+        .args(["--data-dir", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("never served on the port Rasa calls"));
+    // A hash that is not argon2 is a configuration error naming the operator.
+    std::fs::write(
+        &endpoints,
+        "actiongate:\n  console:\n    operators:\n      - {name: ana, password_hash: plain}\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args([
+            "serve",
+            "--admin-port",
+            "0",
+            "--endpoints",
+            endpoints.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("ana: password_hash is not an argon2 hash"));
+    let _ = json!(null);
+}
