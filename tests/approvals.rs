@@ -448,3 +448,67 @@ async fn approvals_from_the_terminal_use_the_same_rules_and_audit() {
         .iter()
         .any(|e| e.operator.as_deref() == Some("cli-ana")));
 }
+
+/// A stand-in for Rasa's HTTP API (`rasa run --enable-api`): records each
+/// `trigger_intent` call it gets.
+async fn rasa_api() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+) {
+    use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+    let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = calls.clone();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = HttpServer::new(move || {
+        let seen = seen.clone();
+        App::new().default_service(web::to(move |req: HttpRequest, body: web::Json<Value>| {
+            let seen = seen.clone();
+            async move {
+                let uri = req.uri().to_string();
+                seen.lock().unwrap().push((uri, body.into_inner()));
+                HttpResponse::Ok().json(json!({"tracker": {}}))
+            }
+        }))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .unwrap()
+    .run();
+    tokio::spawn(server);
+    (format!("http://127.0.0.1:{port}"), calls)
+}
+
+#[tokio::test]
+async fn a_decision_triggers_an_intent_in_the_conversation_through_rasas_api() {
+    let (rasa, calls) = rasa_api().await;
+    let app = spawn_app_with(&[], |s| {
+        s.consent.approval.notify_rasa_url = Some(rasa.clone());
+        s.consent.approval.notify_rasa_token = Some("rasa-token".into());
+    })
+    .await;
+    confirm(&app, "notify me/1", "acct-21", WINE, "cancel_now").await;
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    let decision = app
+        .guard()
+        .approve(&key, "ana", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(decision.outcome.status, Status::Applied);
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let (uri, body) = &calls[0];
+    assert_eq!(
+        uri,
+        "/conversations/notify%20me%2F1/trigger_intent?token=rasa%2Dtoken"
+    );
+    assert_eq!(
+        body,
+        &json!({"name": "subscription_change_decided",
+                "entities": {"change_status": "applied", "change_reason": null}})
+    );
+}

@@ -468,3 +468,68 @@ async fn the_console_is_not_on_the_port_rasa_calls() {
         .contains("ana: password_hash is not an argon2 hash"));
     let _ = json!(null);
 }
+
+#[tokio::test]
+async fn pending_verification_is_checked_without_sending_again() {
+    let app = spawn_app_with(
+        &[
+            "--embedded-command-delay-ms",
+            "1500",
+            "--subscriptions-timeout",
+            "0.5",
+        ],
+        |s| s.console = Some(console(Duration::from_secs(600))),
+    )
+    .await;
+    let mut c = Chat::new("unknown-outcome", Some("acct-7"));
+    c.request_change(&app, "WS-SUB-3304", "stop_renewal")
+        .await
+        .unwrap();
+    assert_eq!(
+        c.say_yes_and_apply(&app).await["status"],
+        "pending_verification"
+    );
+    let key = app
+        .store
+        .latest_for_sender("unknown-outcome")
+        .await
+        .unwrap()
+        .unwrap()
+        .request_key;
+    let (cookie, csrf) = sign_in(&app).await;
+    let http = client();
+    let page = http
+        .get(format!("{}/pending", app.console_url()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("WS-SUB-3304") && page.contains(&format!("/pending/{key}/check")),
+        "{page}"
+    );
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let checked = http
+        .post(format!("{}/pending/{key}/check", app.console_url()))
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        checked.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("Checked%3A%20applied"),
+        "{:?}",
+        checked.headers()
+    );
+    assert_eq!(
+        app.revision("WS-SUB-3304").await,
+        5,
+        "one change, made by the first command"
+    );
+}
