@@ -18,10 +18,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SHOTS=""
+APPROVE=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --screenshots) SHOTS="$2"; shift 2 ;;
-    *) echo "usage: $0 [--screenshots DIR]" >&2; exit 2 ;;
+    # scripts/rasa-e2e.sh: approve the one held change on a running console, check the
+    # service and Rasa's tracker (CONSOLE_URL SERVICE_URL RASA_URL); nothing is started.
+    --approve-held) APPROVE=("$2" "$3" "$4"); shift 4 ;;
+    *) echo "usage: $0 [--screenshots DIR] | --approve-held CONSOLE SERVICE RASA" >&2; exit 2 ;;
   esac
 done
 log() { printf '[browser] %s\n' "$*" >&2; }
@@ -37,6 +41,10 @@ if ! cmp -s "$REQUIREMENTS" "$VENV/.requirements" 2>/dev/null; then
   [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q -r "$REQUIREMENTS"
   cp "$REQUIREMENTS" "$VENV/.requirements"
+fi
+if [[ ${#APPROVE[@]} -gt 0 ]]; then
+  exec "$VENV/bin/python" tests/browser/console.py --approve-held --console "${APPROVE[0]}" \
+    --service "${APPROVE[1]}" --rasa "${APPROVE[2]}"
 fi
 cargo build --quiet --bin actiongate
 cargo build --quiet -p tools --example confirm_change

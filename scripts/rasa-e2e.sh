@@ -13,6 +13,11 @@
 #      compressed  Rasa started with COMPRESS_ACTION_SERVER_REQUEST=true (deflate bodies);
 #      token       actiongate started with --auth-token, Rasa's action_endpoint with
 #                  `token:` (Rasa appends ?token=...);
+#    a fifth, console: tests/conversations/held_for_approval.yml leaves a change held for
+#                  approval; it is approved in the operator console in headless Chromium
+#                  (scripts/console-browser.sh --approve-held); the service makes it once,
+#                  and Rasa hears the decision (actiongate.approval.notify_rasa_url, Rasa's
+#                  trigger_intent) and its rule runs check_subscription_change: `applied`;
 #    and the files of MISROUTED_FILES (below) in a fourth:
 #      misrouted   plain, but Rasa runs tests/assistant-misrouted/: assistant/ with
 #                  data/replies.yml replaced by rules that send every yes and every no to
@@ -34,7 +39,7 @@
 #
 # Environment: RASA_VENV (venv path), E2E_SKIP_BUILD=1 (use the existing binary),
 # E2E_ACTIONGATE (another actiongate binary; implies no build),
-# E2E_VARIANTS="plain compressed token misrouted" (which set-ups), E2E_KEEP=1 (keep the
+# E2E_VARIANTS="plain compressed token misrouted console" (which set-ups), E2E_KEEP=1 (keep the
 # work dir with all logs).
 set -euo pipefail
 
@@ -46,7 +51,7 @@ log() { printf '[rasa-e2e] %s\n' "$*" >&2; }
 RASA_VERSION="3.6.21"
 VENV="${RASA_VENV:-$ROOT/.venv-rasa}"
 BIN="${E2E_ACTIONGATE:-$ROOT/target/debug/actiongate}"
-VARIANTS="${E2E_VARIANTS:-plain compressed token misrouted}"
+VARIANTS="${E2E_VARIANTS:-plain compressed token misrouted console}"
 TOKEN="secret"
 
 # The conversations whose checks hold whatever the routing does, run against the
@@ -360,6 +365,40 @@ write_endpoints() { # write_endpoints FILE [TOKEN]
   } >"$1"
 }
 
+# run_console: the `console` set-up (below)
+run_console() {
+  local admin_port hash out summary
+  admin_port="$(free_port)"
+  hash="$(printf 'correct horse battery\n' | "$BIN" hash-password)"
+  write_endpoints "$WORK/endpoints-console.yml"
+  printf '%s\n' "actiongate:" "  approval:" "    notify_rasa_url: \"$RASA_URL\"" "  console:" \
+    "    operators:" "      - name: ana" "        password_hash: \"$hash\"" >>"$WORK/endpoints-console.yml"
+  start_rasa console "$WORK/endpoints-console.yml" "$MODEL" || return 1
+  start_actiongate console "$WORK/endpoints-console.yml" --admin-port "$admin_port" || return 1
+  log "[console] tests/conversations/held_for_approval.yml, then the approval in a browser"
+  out="$WORK/converse-console.out"
+  "$BIN" converse "$ROOT/tests/conversations/held_for_approval.yml" --rasa "$RASA_URL" \
+    --service "$SERVICE_URL" >"$out" 2>&1 || true
+  out2="$WORK/browser-console.out"
+  bash "$ROOT/scripts/console-browser.sh" --approve-held "http://127.0.0.1:$admin_port" \
+    "$SERVICE_URL" "$RASA_URL" >"$out2" 2>&1 || true
+  local file
+  for file in "$out" "$out2"; do
+    sed "s/^/  [console] /" "$file"
+    summary="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$file" | tail -n 1 || true)"
+    if [ -z "$summary" ]; then
+      log "[console] no summary in $(basename "$file")"
+      show_log "$WORK/actiongate-$RUN_NO-console.log"
+      stop_actiongate
+      return 1
+    fi
+    TOTAL_PASSED=$((TOTAL_PASSED + ${summary%% passed*}))
+    local failed="${summary#*passed, }"
+    TOTAL_FAILED=$((TOTAL_FAILED + ${failed%% failed*}))
+  done
+  stop_actiongate
+}
+
 # ---------------------------------------------------------------------------------------
 # 4. The set-ups
 # ---------------------------------------------------------------------------------------
@@ -402,6 +441,16 @@ for variant in $VARIANTS; do
       RUN_FILES=("${MISROUTED_RUN[@]}")
       run_files misrouted "$WORK/endpoints.yml"
       RUN_FILES=("${FILES[@]}")
+      ;;
+    console)
+      # The held change a real conversation leaves, approved in the operator console in a
+      # real browser (scripts/console-browser.sh --approve-held); actiongate tells Rasa the
+      # decision through its HTTP API, and Rasa's rule runs check_subscription_change.
+      if [ "$#" -gt 0 ] && ! printf '%s\n' "${FILES[@]}" | grep -q held_for_approval; then
+        log "[console] held_for_approval.yml not named; skipped"
+        continue
+      fi
+      run_console || FAILED_SETUP=1
       ;;
     *)
       log "unknown variant $variant"

@@ -2,6 +2,7 @@
 //! by the same guard, rules and audit as the server's.
 
 use crate::app::{guard_for, StartError};
+use crate::audit_report::rfc3339;
 use crate::cli::{ApprovalsAction, ApprovalsArgs, AuditFormat};
 use crate::config::{ConfigError, Settings};
 use crate::consent::Outcome;
@@ -18,16 +19,6 @@ fn describe(outcome: &Outcome) -> String {
         text.push_str(why);
     }
     text
-}
-
-fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }
 
 /// Runs one `approvals` command; what it prints.

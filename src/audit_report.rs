@@ -46,14 +46,7 @@ pub async fn report(args: &crate::cli::AuditArgs) -> Result<String, StartError> 
                 "at", "action", "sender", "account", "target", "status"
             );
             for e in &entries {
-                let at =
-                    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(e.at) * 1_000_000)
-                        .ok()
-                        .and_then(|t| {
-                            t.format(&time::format_description::well_known::Rfc3339)
-                                .ok()
-                        })
-                        .unwrap_or_default();
+                let at = rfc3339(e.at);
                 let _ = writeln!(
                     out,
                     "{:<24} {:<28} {:<20} {:<10} {:<32} {:<21} {}",
@@ -71,7 +64,8 @@ pub async fn report(args: &crate::cli::AuditArgs) -> Result<String, StartError> 
     Ok(out)
 }
 
-fn rfc3339(ms: i64) -> String {
+/// Milliseconds since the epoch, as RFC 3339.
+pub(crate) fn rfc3339(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
         .and_then(|t| {

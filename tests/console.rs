@@ -129,6 +129,7 @@ async fn every_route_without_a_session_is_redirected_or_refused() {
         "/operations",
         "/operations?account=acct-21",
         "/conversations/no-session",
+        "/mismatches",
     ] {
         let r = http
             .get(format!("{}{path}", app.console_url()))
@@ -532,4 +533,66 @@ async fn pending_verification_is_checked_without_sending_again() {
         5,
         "one change, made by the first command"
     );
+}
+
+#[tokio::test]
+async fn mismatched_service_events_are_shown_with_the_request_and_the_confirmed_terms() {
+    use actiongate::store::ReceivedEvent;
+    let app = app_with_console(Duration::from_secs(600)).await;
+    let mut c = Chat::new("mismatch-shown", Some("acct-7"));
+    c.request_change(&app, "WS-SUB-3304", "stop_renewal")
+        .await
+        .unwrap();
+    assert_eq!(c.say_yes_and_apply(&app).await["status"], "applied");
+    let op = app
+        .store
+        .latest_for_sender("mismatch-shown")
+        .await
+        .unwrap()
+        .unwrap();
+    let event = ReceivedEvent {
+        id: "evt_shown".into(),
+        received_at: actiongate::store::now_ms(),
+        kind: "change.scheduled".into(),
+        subscription: "WS-SUB-4410".into(),
+        account: "acct-9".into(),
+        revision: 2,
+        request_key: Some(op.request_key.clone()),
+        verdict: "received".into(),
+        detail: None,
+        body: "{}".into(),
+    };
+    assert!(app
+        .store
+        .take_event(&event, Duration::from_secs(30))
+        .await
+        .unwrap());
+    app.store
+        .finish_event(
+            "evt_shown",
+            "mismatch",
+            Some("the event names subscription WS-SUB-4410"),
+        )
+        .await
+        .unwrap();
+    let (cookie, _) = sign_in(&app).await;
+    let page = client()
+        .get(format!("{}/mismatches", app.console_url()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for part in [
+        "evt_shown",
+        "the event names subscription WS-SUB-4410",
+        "acct-9",
+        "stop_renewal on WS-SUB-3304 at r4",
+        "/conversations/mismatch-shown",
+        "Stop renewal",
+    ] {
+        assert!(page.contains(part), "{part} on the mismatches page");
+    }
 }

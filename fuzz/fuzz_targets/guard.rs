@@ -325,6 +325,9 @@ fn option(u: &mut Unstructured, w: &World) -> Result<ChangeOption> {
         } else {
             pick(u, ENTITLEMENTS)?
         },
+        // A review mark changes whether a person approves, never what the guard decides
+        // about the facts.
+        review: u.arbitrary()?,
     })
 }
 

@@ -645,6 +645,18 @@ impl Guard {
             tracing::info!(request_key = %key, rule, subscription = %op.subscription, "held for approval");
             return Ok(held_outcome(current));
         }
+        self.claim_spend_send(op, confirmation, current).await
+    }
+
+    /// The request key claimed, the account's budget spent (step 14), the command sent
+    /// (step 15): for a confirmation now, or a held one once approved.
+    async fn claim_spend_send(
+        &self,
+        op: Operation,
+        confirmation: Confirmation,
+        current: Terms,
+    ) -> Result<Outcome, StoreError> {
+        let key = &confirmation.request_key;
         match self.store.claim(&op).await? {
             Claim::Claimed => {}
             // R3: another delivery of the same "yes" got here first.
@@ -951,17 +963,6 @@ impl Guard {
                 return Ok(refusal);
             }
         };
-        let rate = self.config.rate;
-        if !self
-            .store
-            .take_token(&held.account, rate.capacity, rate.per_second)
-            .await?
-        {
-            let outcome = Outcome::blocked(Reason::RateLimited).with_current(Some(current));
-            let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-            self.store.block_approval(key, &json).await?;
-            return Ok(outcome);
-        }
         let op = Operation {
             request_key: key.clone(),
             sender_id: held.sender_id.clone(),
@@ -975,20 +976,13 @@ impl Guard {
             created_at: now_ms(),
             updated_at: now_ms(),
         };
-        match self.store.claim(&op).await? {
-            Claim::Claimed => {}
-            Claim::KeyTaken => {
-                let op = self.store.operation(key).await?.unwrap_or(op);
-                return self.replay(op).await;
-            }
-            Claim::SubscriptionBusy => return Ok(pending()),
+        let outcome = self.claim_spend_send(op, confirmation, current).await?;
+        if outcome.reason == Some(Reason::RateLimited) {
+            // The budget was spent by the time of approval: the hold ends, nothing sent.
+            let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+            self.store.block_approval(key, &json).await?;
         }
-        ConfirmedChange {
-            confirmation,
-            current,
-        }
-        .send(&self.client, &self.store)
-        .await
+        Ok(outcome)
     }
 
     /// An operator rejects a held change: `blocked`/`approval_rejected`, the note as `why`.
@@ -1089,10 +1083,7 @@ impl Guard {
         let mut url = format!(
             "{}/conversations/{}/trigger_intent",
             base.trim_end_matches('/'),
-            percent_encoding::utf8_percent_encode(
-                &held.sender_id,
-                percent_encoding::NON_ALPHANUMERIC
-            )
+            percent_encoding::utf8_percent_encode(&held.sender_id, PATH_SEGMENT)
         );
         if let Some(token) = &self.config.approval.notify_rasa_token {
             url.push_str("?token=");
@@ -1126,6 +1117,21 @@ impl Guard {
         }
     }
 }
+
+/// What a sender id must have escaped to be one path segment: Rasa reads the segment as
+/// written, so nothing else is encoded (an id of letters, digits, `-` and `_` goes as is).
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}');
 
 /// The service's terms a hold stored at step 13.
 fn stored_terms(held: &Approval) -> Terms {

@@ -53,6 +53,7 @@ pub fn serve(listener: TcpListener, console: Console) -> std::io::Result<actix_w
             .route("/operations", web::get().to(operations_page))
             .route("/operations.csv", web::get().to(operations_csv))
             .route("/conversations/{sender}", web::get().to(timeline_page))
+            .route("/mismatches", web::get().to(mismatches_page))
             .default_service(web::to(|| async { HttpResponse::NotFound().body("not found") }))
     })
     .workers(1)
@@ -544,6 +545,33 @@ async fn operations_csv(
             "attachment; filename=\"operations.csv\"",
         ))
         .body(out)
+}
+
+async fn mismatches_page(req: HttpRequest, console: web::Data<Console>) -> HttpResponse {
+    let (_, session) = match operator(&req, &console, true).await {
+        Ok(s) => s,
+        Err(refused) => return refused,
+    };
+    let store = console.guard.store();
+    let events = match store.received_events(Some("mismatch")).await {
+        Ok(events) => events,
+        Err(e) => return internal(e),
+    };
+    let mut items = Vec::new();
+    for event in events {
+        let op = match &event.request_key {
+            Some(key) => match store.operation(key).await {
+                Ok(op) => op,
+                Err(e) => return internal(e),
+            },
+            None => None,
+        };
+        items.push((event, op));
+    }
+    html(pages::mismatches(
+        (&session.operator, &session.csrf),
+        &items,
+    ))
 }
 
 async fn timeline_page(

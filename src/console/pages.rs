@@ -5,7 +5,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::consent::{Outcome, Terms};
-use crate::store::{Approval, AuditEntry, Operation};
+use crate::store::{Approval, AuditEntry, Operation, ReceivedEvent};
 
 const STYLE: &str = r#"
 *{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d232b;background:#f4f5f7}
@@ -45,6 +45,7 @@ pub fn layout(title: &str, operator: Option<(&str, &str)>, body: Markup) -> Mark
                         a href="/" { "Held changes" }
                         a href="/pending" { "Pending verification" }
                         a href="/operations" { "Operations" }
+                        a href="/mismatches" { "Mismatches" }
                         span.who { "Signed in as " (name) }
                         form method="post" action="/sign-out" {
                             input type="hidden" name="csrf" value=(csrf);
@@ -252,6 +253,36 @@ pub fn operations(
                 }
             }
             @if ops.is_empty() && held.is_empty() { p.card { "Nothing matches." } }
+        },
+    )
+}
+
+/// Service events that contradicted the operation they named, each with the original
+/// request and the confirmed terms.
+pub fn mismatches(operator: (&str, &str), items: &[(ReceivedEvent, Option<Operation>)]) -> Markup {
+    layout(
+        "Mismatches",
+        Some(operator),
+        html! {
+            h1 { "Mismatches" }
+            p.meta { "Events from the subscription service that contradict what actiongate sent. Nothing was done on them; a person must look." }
+            @if items.is_empty() { p.card { "No event contradicted an operation." } }
+            @for (event, op) in items {
+                section.card {
+                    div.meta { "Received " (when(event.received_at)) " · event " (event.id) " (" (event.kind) ")" }
+                    p { strong { (event.detail.as_deref().unwrap_or("")) } }
+                    p { "The service says: " (event.subscription) " of " (event.account) " at revision " (event.revision) }
+                    @match op {
+                        Some(op) => {
+                            p { "The request: " (op.change_type) " on " (op.subscription) " at r" (op.revision)
+                                " for " (op.account) ", " a href=(format!("/conversations/{}", op.sender_id)) { "conversation" }
+                                " · now " (badge(op.state.as_str())) }
+                            @if let Ok(t) = serde_json::from_str::<Terms>(&op.terms) { (terms(&t)) }
+                        }
+                        None => { p { "No operation of ours has request key " code { (event.request_key.as_deref().unwrap_or("–")) } "." } }
+                    }
+                }
+            }
         },
     )
 }

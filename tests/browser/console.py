@@ -4,6 +4,11 @@ starts the servers and makes the held changes; this file only uses the browser a
 subscription service to check what changed.
 
 python console.py --console URL --short URL --service URL [--screenshots DIR]
+python console.py --approve-held --console URL --service URL --rasa URL
+
+The second form is scripts/rasa-e2e.sh's: a real Rasa conversation left one change held;
+the operator approves it in the browser, the service makes it once, and Rasa's tracker of
+that conversation shows the decision's intent followed by the check's `applied`.
 """
 
 import argparse
@@ -14,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 from selenium import webdriver
@@ -83,10 +89,15 @@ def after_click(driver, *phrases, timeout=10):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--console", required=True)
-    p.add_argument("--short", required=True, help="a console whose sessions last seconds")
+    p.add_argument("--short", help="a console whose sessions last seconds")
     p.add_argument("--service", required=True)
     p.add_argument("--screenshots")
+    p.add_argument("--approve-held", action="store_true")
+    p.add_argument("--rasa")
     a = p.parse_args()
+    if a.approve_held:
+        approve_held(a)
+        return
     driver = browser()
     try:
         # Without a session every page sends the operator to sign in.
@@ -169,6 +180,57 @@ def main():
         check("an expired session redirects to sign-in", short.current_url.endswith("/sign-in"), short.current_url)
     finally:
         short.quit()
+    failed = sum(1 for _, ok in results if not ok)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+def tracker(rasa, sender):
+    with urllib.request.urlopen(f"{rasa}/conversations/{urllib.parse.quote(sender, safe='')}/tracker") as r:
+        return json.load(r)
+
+
+def approve_held(a):
+    """Approves the one held change a real Rasa conversation left; checks the service and
+    Rasa's tracker."""
+    driver = browser()
+    try:
+        sign_in(driver, a.console)
+        after_click(driver, "Held changes")
+        sections = driver.find_elements(By.CSS_SELECTOR, "section.card")
+        link = sections[0].find_elements(By.CSS_SELECTOR, "a[href*='/conversations/']") if sections else []
+        check("the conversation's held change is in the console", len(sections) == 1 and link, body(driver)[:300])
+        if not link:
+            return finish()
+        sender = urllib.parse.unquote(link[0].get_attribute("href").split("/conversations/", 1)[1])
+        before = record(a.service)
+        check("... and nothing changed at the service yet", before["revision"] == 3 and before["status"] == "active")
+        sections[0].find_element(By.NAME, "approve").click()
+        text = after_click(driver, "Approved")
+        check("approved in the browser: applied", "Approved: applied" in text, text[:300])
+        after = record(a.service)
+        check("the service made the change, once", after["revision"] == 4, json.dumps(after)[:200])
+        deadline = time.time() + 20
+        heard = False
+        while time.time() < deadline and not heard:
+            events = tracker(a.rasa, sender)["events"]
+            intents = [i for i, e in enumerate(events)
+                       if e.get("event") == "user"
+                       and (e.get("parse_data") or {}).get("intent", {}).get("name") == "subscription_change_decided"]
+            heard = bool(intents) and any(
+                e.get("event") == "slot" and e.get("name") == "change_status" and e.get("value") == "applied"
+                for e in events[intents[-1]:])
+            if not heard:
+                time.sleep(0.25)
+        events = tracker(a.rasa, sender)["events"]
+        check("Rasa heard the decision and told the customer it was applied", heard,
+              json.dumps([{k: e.get(k) for k in ("event", "name", "value", "text")} for e in events[-12:]]))
+    finally:
+        driver.quit()
+    finish()
+
+
+def finish():
     failed = sum(1 for _, ok in results if not ok)
     print(f"{len(results) - failed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
