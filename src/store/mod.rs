@@ -137,8 +137,9 @@ struct Finished {
     order: VecDeque<String>,
 }
 
-/// Finished operations remembered at most.
-const FINISHED_KEPT: usize = 50_000;
+/// Finished operations remembered at most (about 1 KB each): a repeat of the same "yes"
+/// comes within minutes, and an older one is read from the database.
+const FINISHED_KEPT: usize = 10_000;
 
 impl Finished {
     fn remember(&mut self, op: &Operation) {
