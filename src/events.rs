@@ -248,12 +248,13 @@ impl Inbox {
         };
         let verdict = match op.state {
             OpState::Sent | OpState::Unknown => {
-                let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
+                // `contradiction` has read them: unreadable terms are a mismatch.
+                let terms: Option<Terms> = serde_json::from_str(&op.terms).ok();
                 let outcome = Outcome {
                     status: Status::Applied,
                     reason: None,
                     effects: 1,
-                    current: Some(terms),
+                    current: terms,
                     why: None,
                 };
                 let json = serde_json::to_string(&outcome).expect("an outcome serialises");
