@@ -409,10 +409,12 @@ async fn find(
         }
     };
     let some = |v: &str| (!v.is_empty()).then(|| v.to_owned());
-    let approval_states = ["held", "approved", "rejected", "expired", "blocked"];
-    let op_state =
-        some(&s.outcome).filter(|o| !approval_states.contains(&o.as_str()) || o == "blocked");
-    let ops = if s.outcome.is_empty() || op_state.is_some() {
+    // An outcome of a held change names no operation state: then only holds match.
+    let approval_state =
+        ["held", "approved", "rejected", "expired", "blocked"].contains(&s.outcome.as_str());
+    let ops = if approval_state {
+        Vec::new()
+    } else {
         console
             .guard
             .store()
@@ -420,18 +422,11 @@ async fn find(
                 account: some(&s.account),
                 sender_id: some(&s.conversation),
                 subscription: some(&s.subscription),
-                state: op_state.filter(|o| o != "blocked"),
+                state: some(&s.outcome),
                 since,
                 limit: 500,
             })
             .await?
-    } else {
-        Vec::new()
-    };
-    let ops = if s.outcome == "blocked" {
-        Vec::new()
-    } else {
-        ops
     };
     let held = console
         .guard
