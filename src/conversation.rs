@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -48,9 +49,9 @@ struct Lite<'a> {
     #[serde(borrow, default)]
     message_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    metadata: Option<LiteMetadata<'a>>,
+    metadata: Option<Lenient<'a, LiteMetadata<'a>>>,
     #[serde(borrow, default)]
-    parse_data: Option<LiteParse<'a>>,
+    parse_data: Option<Lenient<'a, LiteParse<'a>>>,
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
     #[serde(default)]
@@ -66,109 +67,183 @@ struct Lite<'a> {
 #[derive(Default)]
 struct LiteMetadata<'a> {
     utter_action: Option<Cow<'a, str>>,
+    seen_utter_action: bool,
     external: bool,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for LiteMetadata<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Fields<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Fields<'a> {
-            type Value = LiteMetadata<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("metadata")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<Self::Value, A::Error> {
-                let mut metadata = LiteMetadata::default();
-                let mut seen_utter_action = false;
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    match &*key {
-                        "utter_action" => {
-                            // Two names for the response: which one the customer saw is
-                            // unknowable, so the request is refused.
-                            if seen_utter_action {
-                                return Err(serde::de::Error::duplicate_field("utter_action"));
-                            }
-                            seen_utter_action = true;
-                            metadata.utter_action = map.next_value::<Lenient<'de>>()?.0;
-                        }
-                        "is_external" => {
-                            metadata.external |= map.next_value::<Value>()? == Value::Bool(true)
-                        }
-                        _ => {
-                            map.next_value::<serde::de::IgnoredAny>()?;
-                        }
-                    }
+impl<'de: 'a, 'a> LenientMap<'de> for LiteMetadata<'a> {
+    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "utter_action" => {
+                // Two names for the response: which one the customer saw is unknowable,
+                // so the request is refused.
+                if self.seen_utter_action {
+                    return Err(serde::de::Error::duplicate_field("utter_action"));
                 }
-                Ok(metadata)
+                self.seen_utter_action = true;
+                self.utter_action = map.next_value::<Lenient<'de>>()?.0 .0;
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(LiteMetadata::default())
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(LiteMetadata::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(LiteMetadata::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(LiteMetadata::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(LiteMetadata::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(LiteMetadata::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(LiteMetadata::default())
+            "is_external" => self.external |= map.next_value::<Lenient<'de>>()?.is_true(),
+            _ => {
+                map.next_value::<IgnoredAny>()?;
             }
         }
-        deserializer.deserialize_any(Fields(std::marker::PhantomData))
-    }
-}
-
-/// A string, or nothing when the value is of another type.
-struct Lenient<'a>(Option<Cow<'a, str>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Lenient<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(match Value::deserialize(deserializer)? {
-            Value::String(s) => Lenient(Some(Cow::Owned(s))),
-            _ => Lenient(None),
-        })
+        Ok(())
     }
 }
 
 /// The parts of a `user` event's `parse_data` that are read: the intent's name, and the
-/// metadata (where Rasa also writes `is_external`).
+/// metadata (where Rasa also writes `is_external`). Parse data is Rasa's own, but read
+/// leniently all the same: a shape it would never write only means there is no intent to
+/// read. Of a key given twice the last counts, as for any JSON object read whole.
 #[derive(Default)]
 struct LiteParse<'a> {
     intent: Option<Cow<'a, str>>,
     external: bool,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for LiteParse<'a> {
+impl<'de: 'a, 'a> LenientMap<'de> for LiteParse<'a> {
+    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "intent" => self.intent = map.next_value::<Lenient<'de, NameOnly<'de>>>()?.0 .0,
+            "metadata" => self.external = map.next_value::<Lenient<'de, ExternalOnly>>()?.0 .0,
+            _ => {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An object's `name`, when it is a string (the last one given).
+#[derive(Default)]
+struct NameOnly<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> LenientMap<'de> for NameOnly<'a> {
+    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        if key == "name" {
+            self.0 = map.next_value::<Lenient<'de>>()?.0 .0;
+        } else {
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether an object's `is_external` is `true` (the last one given).
+#[derive(Default)]
+struct ExternalOnly(bool);
+
+impl<'de> LenientMap<'de> for ExternalOnly {
+    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        if key == "is_external" {
+            self.0 = map.next_value::<Lenient<'de>>()?.is_true();
+        } else {
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(())
+    }
+}
+
+/// An object read key by key, in one pass, without building it.
+trait LenientMap<'de>: Default {
+    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
+}
+
+/// What a value of any JSON type reads as: an object through its [`LenientMap`], a string
+/// (`Lenient<'_>`, the default) as itself, `true` as such; anything else as nothing. Only
+/// malformed JSON is an error (and what a [`LenientMap`] refuses).
+#[derive(Default)]
+struct Lenient<'a, T = Text<'a>>(T, std::marker::PhantomData<&'a ()>);
+
+/// A string value, borrowed from the body when it has no escapes; or `true`.
+#[derive(Default)]
+struct Text<'a>(Option<Cow<'a, str>>, bool);
+
+impl<'a> Lenient<'a> {
+    fn is_true(&self) -> bool {
+        self.0 .1
+    }
+}
+
+/// How each kind of value reads: a map through `entry`, a string or `true` where kept.
+trait Shape<'de>: Default {
+    fn map<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error>;
+    fn string(&mut self, _: Cow<'de, str>) {}
+    fn truth(&mut self) {}
+}
+
+impl<'de, T: LenientMap<'de>> Shape<'de> for T {
+    fn map<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            self.entry(&key, map)?;
+        }
+        Ok(())
+    }
+}
+
+impl<'de: 'a, 'a> Shape<'de> for Text<'a> {
+    fn map<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn string(&mut self, s: Cow<'de, str>) {
+        self.0 = Some(s);
+    }
+    fn truth(&mut self) {
+        self.1 = true;
+    }
+}
+
+impl<'de: 'a, 'a, T: Shape<'de>> Deserialize<'de> for Lenient<'a, T> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // Parse data is Rasa's own, but read leniently all the same: a shape it would never
-        // write only means there is no intent to read.
-        let value = Value::deserialize(deserializer)?;
-        let intent = value
-            .get("intent")
-            .and_then(|i| i.get("name"))
-            .and_then(Value::as_str)
-            .map(|s| Cow::Owned(s.to_owned()));
-        let external = value
-            .get("metadata")
-            .and_then(|m| m.get("is_external"))
-            .is_some_and(|v| *v == Value::Bool(true));
-        Ok(LiteParse { intent, external })
+        struct Any<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Shape<'de>> Visitor<'de> for Any<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
+                let mut value = T::default();
+                value.map(&mut map)?;
+                Ok(value)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(T::default())
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<T, E> {
+                let mut value = T::default();
+                value.string(Cow::Borrowed(v));
+                Ok(value)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<T, E> {
+                let mut value = T::default();
+                value.string(Cow::Owned(v.to_owned()));
+                Ok(value)
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<T, E> {
+                let mut value = T::default();
+                if v {
+                    value.truth();
+                }
+                Ok(value)
+            }
+            fn visit_unit<E>(self) -> Result<T, E> {
+                Ok(T::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<T, E> {
+                Ok(T::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<T, E> {
+                Ok(T::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<T, E> {
+                Ok(T::default())
+            }
+        }
+        let value = deserializer.deserialize_any(Any::<T>(std::marker::PhantomData))?;
+        Ok(Lenient(value, std::marker::PhantomData))
     }
 }
 
@@ -347,8 +422,8 @@ pub fn read(
                 }
                 let user = lite(position, event)?;
                 let text = user.text.unwrap_or_default();
-                let external = user.metadata.is_some_and(|m| m.external)
-                    || user.parse_data.as_ref().is_some_and(|p| p.external);
+                let external = user.metadata.is_some_and(|m| m.0.external)
+                    || user.parse_data.as_ref().is_some_and(|p| p.0.external);
                 let kind = classify(&text, external);
                 let replies = match kind {
                     UserMessage::Customer => true,
@@ -356,7 +431,7 @@ pub fn read(
                     UserMessage::NotTheCustomer => false,
                 };
                 let mut heard = std::mem::take(&mut said);
-                let intent = user.parse_data.and_then(|p| p.intent);
+                let intent = user.parse_data.and_then(|p| p.0.intent);
                 if !replies && matches!(kind, UserMessage::Payload) {
                     denied_by_payload |= intent
                         .as_deref()
@@ -385,7 +460,7 @@ pub fn read(
             }
             EventKind::Bot if !asked => {
                 let bot = lite(position, event)?;
-                if bot.metadata.and_then(|m| m.utter_action).as_deref()
+                if bot.metadata.and_then(|m| m.0.utter_action).as_deref()
                     == Some(reading.confirm_response)
                 {
                     conversation.question = Some(Question {
@@ -571,8 +646,8 @@ pub fn customer_messages(events: &[&RawEvent<'_>]) -> Result<Vec<String>, Malfor
             continue;
         }
         let user = lite(position, event)?;
-        let external = user.metadata.is_some_and(|m| m.external)
-            || user.parse_data.as_ref().is_some_and(|p| p.external);
+        let external = user.metadata.is_some_and(|m| m.0.external)
+            || user.parse_data.as_ref().is_some_and(|p| p.0.external);
         let text = user.text.unwrap_or_default();
         if matches!(classify(&text, external), UserMessage::Customer) {
             messages.push(text.into_owned());

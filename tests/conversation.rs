@@ -380,6 +380,91 @@ fn a_customers_own_metadata_never_makes_the_request_malformed() {
     );
 }
 
+/// Parse data is read in one pass, key by key: what it means is what the object read
+/// whole would say (of a key given twice, the last), and a shape Rasa never writes only
+/// means no intent, never a malformed request.
+#[test]
+fn parse_data_reads_as_the_whole_object_would() {
+    let yes = |parse_data: Value| {
+        let c = read_default(&asked_then(&[json!({"event": "user", "text": "yes",
+            "timestamp": 11.0, "parse_data": parse_data})]));
+        reply_of(&c).map(|(_, meaning)| meaning)
+    };
+    let ranking: Vec<Value> = (0..50)
+        .map(|i| json!({"name": format!("intent_{i}"), "confidence": 0.01}))
+        .collect();
+    let cases = [
+        (json!({"intent": {"name": "affirm"}}), Some(Meaning::Yes)),
+        (
+            json!({"intent": {"name": "affirm", "confidence": 0.9}, "intent_ranking": ranking,
+                   "entities": [{"entity": "x", "value": {"nested": [1, 2, {"a": null}]}}],
+                   "text": "yes \"quoted\" \u{e9} \\ \n"}),
+            Some(Meaning::Yes),
+        ),
+        (json!({"intent": {"name": "deny"}}), Some(Meaning::No)),
+        (json!({"intent": {"name": 5}}), Some(Meaning::Unclear)),
+        (json!({"intent": "affirm"}), Some(Meaning::Unclear)),
+        (json!({"intent": ["affirm"]}), Some(Meaning::Unclear)),
+        (json!({"intent": null}), Some(Meaning::Unclear)),
+        (json!(["affirm"]), Some(Meaning::Unclear)),
+        (json!("affirm"), Some(Meaning::Unclear)),
+        (json!(true), Some(Meaning::Unclear)),
+        (json!(1.5), Some(Meaning::Unclear)),
+        (Value::Null, Some(Meaning::Unclear)),
+        // Rasa's mark of a message it made itself: not the customer's, so not a reply.
+        (
+            json!({"intent": {"name": "affirm"}, "metadata": {"is_external": true}}),
+            None,
+        ),
+        (
+            json!({"intent": {"name": "affirm"}, "metadata": {"is_external": false}}),
+            Some(Meaning::Yes),
+        ),
+        (
+            json!({"intent": {"name": "affirm"}, "metadata": {"is_external": "true"}}),
+            Some(Meaning::Yes),
+        ),
+        (
+            json!({"intent": {"name": "affirm"}, "metadata": [{"is_external": true}]}),
+            Some(Meaning::Yes),
+        ),
+    ];
+    for (parse_data, meaning) in cases {
+        assert_eq!(yes(parse_data.clone()), meaning, "{parse_data}");
+    }
+    // Repeated keys, written as raw text (a JSON value keeps one of each): the last counts.
+    let raw = |parse_data: &str| {
+        let text = format!(
+            r#"{{"sender_id": "t", "events": [{}, {{"event": "user", "text": "yes", "timestamp": 11.0, "parse_data": {parse_data}}}]}}"#,
+            asked_then(&[])
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let t: Tracker<'static> = serde_json::from_str(Box::leak(text.into_boxed_str())).unwrap();
+        let signals = Signals::default();
+        let reading = Reading {
+            confirm_response: Q,
+            select_action: SELECT,
+            signals: &signals,
+        };
+        read(&t.session_events(), &reading).map(|c| reply_of(&c).map(|(_, m)| m))
+    };
+    assert_eq!(
+        raw(r#"{"intent": {"name": "deny"}, "intent": {"name": "affirm"}}"#).unwrap(),
+        Some(Meaning::Yes)
+    );
+    assert_eq!(
+        raw(r#"{"intent": {"name": "affirm", "name": "deny"}}"#).unwrap(),
+        Some(Meaning::No)
+    );
+    assert_eq!(
+        raw(r#"{"intent": {"name": "affirm"}, "metadata": {"is_external": true, "is_external": false}}"#).unwrap(),
+        Some(Meaning::Yes)
+    );
+}
+
 #[test]
 fn memory_set_outside_the_latest_select_is_not_trusted() {
     // Set by the customer's entities (slot events after a user event).

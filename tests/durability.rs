@@ -75,6 +75,7 @@ on_both!(
     a_crash_between_sending_and_recording_is_reconciled,
     the_rate_limit_is_shared_by_replicas,
     the_audit_trail_records_every_decision,
+    a_burst_of_audit_entries_is_kept_whole_and_in_order,
     a_store_the_earlier_migration_runner_made_is_adopted,
     two_replicas_receiving_the_same_events_resolve_each_once,
     two_replicas_approving_one_hold_at_once_send_one_command,
@@ -606,6 +607,81 @@ async fn the_rate_limit_is_shared_by_replicas(backend: Backend) {
         (Some("blocked"), Some("rate_limited"))
     );
     assert_eq!(revision(&service, "WS-SUB-3304").await, 4, "nothing sent");
+}
+
+/// A burst larger than one statement and one transaction of the audit writer: every
+/// entry is committed with every field as given, in the order queued.
+async fn a_burst_of_audit_entries_is_kept_whole_and_in_order(backend: Backend) {
+    use actiongate::store::AuditEntry;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(&database_url(backend, dir.path()).await)
+        .await
+        .unwrap();
+    let entry = |i: usize| AuditEntry {
+        at: 1_000 + i as i64,
+        action: format!("action-{i}"),
+        sender_id: "burst".into(),
+        account: (i % 3 != 0).then(|| format!("acct-{i}")),
+        target: Some(format!("WS-SUB-{i} stop_renewal")),
+        question_terms: (i % 2 == 0).then(|| format!("question {i} with 'quotes' and ?")),
+        service_terms: Some(format!(r#"{{"n": {i}}}"#)),
+        status: "blocked".into(),
+        reason: (i % 5 == 0).then(|| "rate_limited".to_owned()),
+        request_key: Some(format!("key-{i}")),
+        operator: (i % 7 == 0).then(|| format!("operator-{i}")),
+        ..AuditEntry::default()
+    };
+    let queued = 1_500;
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in (w * 500)..(w * 500 + 500) {
+                    store.audit(entry(i)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let kept = store.audit_entries(Some("burst"), None).await.unwrap();
+    assert_eq!(kept.len(), queued);
+    let mut seen: Vec<usize> = Vec::new();
+    for got in &kept {
+        let i: usize = got.action["action-".len()..].parse().unwrap();
+        let want = entry(i);
+        assert_eq!(
+            (
+                got.at,
+                &got.account,
+                &got.target,
+                &got.question_terms,
+                &got.service_terms,
+                &got.status,
+                &got.reason,
+                &got.request_key,
+                &got.operator
+            ),
+            (
+                want.at,
+                &want.account,
+                &want.target,
+                &want.question_terms,
+                &want.service_terms,
+                &want.status,
+                &want.reason,
+                &want.request_key,
+                &want.operator
+            )
+        );
+        seen.push(i);
+    }
+    // Each writer's entries in the order it queued them.
+    for w in 0..3 {
+        let mine: Vec<usize> = seen.iter().copied().filter(|i| i / 500 == w).collect();
+        assert_eq!(mine, ((w * 500)..(w * 500 + 500)).collect::<Vec<_>>());
+    }
 }
 
 async fn the_audit_trail_records_every_decision(backend: Backend) {

@@ -177,7 +177,11 @@ const AUDIT_LINGER: Duration = Duration::from_millis(2);
 /// request's entry is committed within one such transaction after its answer (a few
 /// milliseconds), and a burst of requests costs one commit, not one each. A failed batch is
 /// tried again (the entries are kept, and logged if the database stays down).
-async fn write_audit(pool: AnyPool, mut queue: tokio::sync::mpsc::Receiver<AuditWrite>) {
+async fn write_audit(
+    pool: AnyPool,
+    postgres: bool,
+    mut queue: tokio::sync::mpsc::Receiver<AuditWrite>,
+) {
     let mut batch = Vec::with_capacity(AUDIT_BATCH);
     let mut flushes = Vec::new();
     while let Some(first) = queue.recv().await {
@@ -197,7 +201,7 @@ async fn write_audit(pool: AnyPool, mut queue: tokio::sync::mpsc::Receiver<Audit
         }
         let mut attempt = 0;
         while !batch.is_empty() {
-            match insert_audit(&pool, &batch).await {
+            match insert_audit(&pool, postgres, &batch).await {
                 Ok(()) => batch.clear(),
                 Err(e) if attempt < 50 => {
                     attempt += 1;
@@ -217,23 +221,31 @@ async fn write_audit(pool: AnyPool, mut queue: tokio::sync::mpsc::Receiver<Audit
     }
 }
 
-async fn insert_audit(pool: &AnyPool, entries: &[AuditEntry]) -> Result<(), sqlx::Error> {
+async fn insert_audit(
+    pool: &AnyPool,
+    postgres: bool,
+    entries: &[AuditEntry],
+) -> Result<(), sqlx::Error> {
     if entries.len() <= AUDIT_ROWS {
-        return insert_audit_rows(pool, entries).await;
+        return insert_audit_rows(pool, postgres, entries).await;
     }
     let mut tx = pool.begin().await?;
     for rows in entries.chunks(AUDIT_ROWS) {
-        insert_audit_rows(&mut *tx, rows).await?;
+        insert_audit_rows(&mut *tx, postgres, rows).await?;
     }
     tx.commit().await
 }
 
-/// Rows of one INSERT: sqlx looks each parameter up among all of the statement's, so a
-/// statement of many rows costs the square of its parameters; 32 rows keep that small.
-const AUDIT_ROWS: usize = 32;
+/// Rows of one INSERT at most (a batch of AUDIT_BATCH is a few statements, each prepared
+/// once per connection and row count).
+const AUDIT_ROWS: usize = 64;
 
+/// One multi-row INSERT. SQLite gets anonymous `?` placeholders: sqlx asks SQLite the name
+/// of every parameter it binds, a walk of all the statement's named ones, so `$n` would
+/// cost the square of the parameters; anonymous ones have no name to look up.
 async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
     db: E,
+    postgres: bool,
     entries: &[AuditEntry],
 ) -> Result<(), sqlx::Error> {
     let mut sql = String::from(
@@ -249,8 +261,12 @@ async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
             if column > 1 {
                 sql.push_str(", ");
             }
-            sql.push('$');
-            sql.push_str(&(n + column).to_string());
+            if postgres {
+                sql.push('$');
+                sql.push_str(&(n + column).to_string());
+            } else {
+                sql.push('?');
+            }
         }
         sql.push(')');
     }
@@ -327,7 +343,7 @@ impl Store {
             .await?;
         migrations::apply(&pool, postgres).await?;
         let (audit, queue) = tokio::sync::mpsc::channel(AUDIT_QUEUE);
-        tokio::spawn(write_audit(pool.clone(), queue));
+        tokio::spawn(write_audit(pool.clone(), postgres, queue));
         Ok(Self {
             pool,
             postgres,
@@ -600,7 +616,7 @@ impl Store {
         if let Err(refused) = self.audit.send(AuditWrite::Entry(entry)).await {
             // The writer is gone (the runtime is stopping): write it here.
             if let AuditWrite::Entry(entry) = refused.0 {
-                insert_audit(&self.pool, std::slice::from_ref(&entry)).await?;
+                insert_audit(&self.pool, self.postgres, std::slice::from_ref(&entry)).await?;
             }
         }
         Ok(())

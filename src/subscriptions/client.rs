@@ -95,12 +95,13 @@ struct ErrorBody {
     message: Option<String>,
 }
 
-/// Where the service is and how to talk to it. Clones share the connections and the turns.
+/// Where the service is and how to talk to it. Clones share the turns, and on each thread
+/// the connections ([`PerThread`]).
 #[derive(Debug, Clone)]
 pub struct ServiceClient {
     base: String,
     token: Option<String>,
-    http: reqwest::Client,
+    http: PerThread,
     /// How long a call waits for a turn; the call itself then has as long again.
     timeout: Duration,
     /// One permit per call in flight.
@@ -128,12 +129,14 @@ impl ServiceClient {
     ) -> Result<Self, reqwest::Error> {
         crate::telemetry::install_crypto();
         let max_in_flight = max_in_flight.max(1);
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(max_in_flight)
-            .build()?;
+        let http = PerThread::new(move || {
+            reqwest::Client::builder()
+                .timeout(timeout)
+                .connect_timeout(timeout.min(Duration::from_secs(5)))
+                .pool_idle_timeout(Duration::from_secs(30))
+                .pool_max_idle_per_host(max_in_flight)
+                .build()
+        })?;
         Ok(Self {
             base: base_url.trim_end_matches('/').to_owned(),
             token,
@@ -166,7 +169,10 @@ impl ServiceClient {
         method: reqwest::Method,
         path: &str,
     ) -> reqwest::RequestBuilder {
-        let builder = self.http.request(method, format!("{}{path}", self.base));
+        let builder = self
+            .http
+            .get()
+            .request(method, format!("{}{path}", self.base));
         match &self.token {
             Some(token) => builder.bearer_auth(token),
             None => builder,
@@ -427,6 +433,61 @@ pub(crate) mod testing {
     }
 }
 
+/// An HTTP client for each thread that calls. The server's workers each run their own
+/// runtime, and a connection's task runs on the runtime that opened it: with one client for
+/// all, a call from one worker over a connection another opened is handed to that other
+/// thread and back (two wake-ups and a switch of threads per call). Each thread's client
+/// opens its own connections, so a call stays on the thread that makes it. The clients are
+/// built alike; a thread's is dropped once every clone of its [`PerThread`] is.
+#[derive(Clone)]
+pub(crate) struct PerThread {
+    build: Arc<dyn Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync>,
+    /// The client for a thread whose own could not be built (it was, once, with the same
+    /// settings), and the mark of this family of clients.
+    shared: Arc<reqwest::Client>,
+}
+
+thread_local! {
+    /// This thread's clients, each beside its family's mark (gone once the family is).
+    static CLIENTS: std::cell::RefCell<Vec<(std::sync::Weak<reqwest::Client>, reqwest::Client)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl PerThread {
+    fn new(
+        build: impl Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync + 'static,
+    ) -> Result<Self, reqwest::Error> {
+        let shared = Arc::new(build()?);
+        Ok(Self {
+            build: Arc::new(build),
+            shared,
+        })
+    }
+
+    /// The calling thread's client (a clone shares its connections).
+    fn get(&self) -> reqwest::Client {
+        CLIENTS.with(|clients| {
+            let mut clients = clients.borrow_mut();
+            if let Some((_, client)) = clients
+                .iter()
+                .find(|(mark, _)| std::ptr::eq(mark.as_ptr(), Arc::as_ptr(&self.shared)))
+            {
+                return client.clone();
+            }
+            clients.retain(|(mark, _)| mark.strong_count() > 0);
+            let client = (self.build)().unwrap_or_else(|_| (*self.shared).clone());
+            clients.push((Arc::downgrade(&self.shared), client.clone()));
+            client
+        })
+    }
+}
+
+impl std::fmt::Debug for PerThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerThread").finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::Ordering;
@@ -436,6 +497,53 @@ mod tests {
 
     use super::testing::service;
     use super::*;
+
+    #[test]
+    fn each_thread_has_its_own_client_and_a_dropped_family_is_forgotten() {
+        crate::telemetry::install_crypto();
+        let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = built.clone();
+        let family = PerThread::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            reqwest::Client::builder().build()
+        })
+        .unwrap();
+        assert_eq!(
+            built.load(Ordering::SeqCst),
+            1,
+            "the fallback, built at once"
+        );
+        family.get();
+        family.clone().get();
+        assert_eq!(
+            built.load(Ordering::SeqCst),
+            2,
+            "one for this thread, shared by clones"
+        );
+        let other = family.clone();
+        std::thread::spawn(move || {
+            other.get();
+            other.get();
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            built.load(Ordering::SeqCst),
+            3,
+            "another thread builds its own"
+        );
+        drop(family);
+        let next = PerThread::new(|| reqwest::Client::builder().build()).unwrap();
+        next.get();
+        CLIENTS.with(|clients| {
+            let clients = clients.borrow();
+            assert_eq!(clients.len(), 1, "the dropped family's client is gone");
+            assert!(std::ptr::eq(
+                clients[0].0.as_ptr(),
+                Arc::as_ptr(&next.shared)
+            ));
+        });
+    }
 
     #[test]
     fn ids_are_percent_encoded_in_paths() {

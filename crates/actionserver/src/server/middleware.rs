@@ -13,6 +13,7 @@ use tracing::Instrument;
 use super::{cors, CallInfo, Core};
 
 /// One span per request, with the action, sender, status and duration; and the metrics.
+/// Its line is at debug level for a success, at info level otherwise.
 pub(super) async fn observe(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -39,7 +40,13 @@ pub(super) async fn observe(
         .map_or("", |c| c.action);
     span.record("status", status);
     span.record("ms", elapsed.as_secs_f64() * 1000.0);
-    span.in_scope(|| tracing::info!("served"));
+    // A success is the common case, counted in the metrics: its line is for debugging
+    // (as rasa-sdk logs a call only at debug level). Anything else is logged.
+    if res.status().is_success() {
+        span.in_scope(|| tracing::debug!("served"));
+    } else {
+        span.in_scope(|| tracing::info!("served"));
+    }
     if let Some(state) = state {
         state.metrics.record(route, action, status, elapsed);
     }
