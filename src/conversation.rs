@@ -49,9 +49,9 @@ struct Lite<'a> {
     #[serde(borrow, default)]
     message_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    metadata: Option<Lenient<'a, LiteMetadata<'a>>>,
+    metadata: Option<Lenient<LiteMetadata<'a>>>,
     #[serde(borrow, default)]
-    parse_data: Option<Lenient<'a, LiteParse<'a>>>,
+    parse_data: Option<Lenient<LiteParse<'a>>>,
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
     #[serde(default)]
@@ -71,7 +71,7 @@ struct LiteMetadata<'a> {
     external: bool,
 }
 
-impl<'de: 'a, 'a> LenientMap<'de> for LiteMetadata<'a> {
+impl<'de: 'a, 'a> Shape<'de> for LiteMetadata<'a> {
     fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         match key {
             "utter_action" => {
@@ -81,12 +81,10 @@ impl<'de: 'a, 'a> LenientMap<'de> for LiteMetadata<'a> {
                     return Err(serde::de::Error::duplicate_field("utter_action"));
                 }
                 self.seen_utter_action = true;
-                self.utter_action = map.next_value::<Lenient<'de>>()?.0 .0;
+                self.utter_action = value_as::<Str, _>(map)?.0;
             }
-            "is_external" => self.external |= map.next_value::<Lenient<'de>>()?.is_true(),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
+            "is_external" => self.external |= value_as::<True, _>(map)?.0,
+            _ => skip(map)?,
         }
         Ok(())
     }
@@ -102,14 +100,12 @@ struct LiteParse<'a> {
     external: bool,
 }
 
-impl<'de: 'a, 'a> LenientMap<'de> for LiteParse<'a> {
+impl<'de: 'a, 'a> Shape<'de> for LiteParse<'a> {
     fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         match key {
-            "intent" => self.intent = map.next_value::<Lenient<'de, NameOnly<'de>>>()?.0 .0,
-            "metadata" => self.external = map.next_value::<Lenient<'de, ExternalOnly>>()?.0 .0,
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
+            "intent" => self.intent = value_as::<NameOnly, _>(map)?.0,
+            "metadata" => self.external = value_as::<ExternalOnly, _>(map)?.0,
+            _ => skip(map)?,
         }
         Ok(())
     }
@@ -119,12 +115,11 @@ impl<'de: 'a, 'a> LenientMap<'de> for LiteParse<'a> {
 #[derive(Default)]
 struct NameOnly<'a>(Option<Cow<'a, str>>);
 
-impl<'de: 'a, 'a> LenientMap<'de> for NameOnly<'a> {
+impl<'de: 'a, 'a> Shape<'de> for NameOnly<'a> {
     fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        if key == "name" {
-            self.0 = map.next_value::<Lenient<'de>>()?.0 .0;
-        } else {
-            map.next_value::<IgnoredAny>()?;
+        match key {
+            "name" => self.0 = value_as::<Str, _>(map)?.0,
+            _ => skip(map)?,
         }
         Ok(())
     }
@@ -134,68 +129,62 @@ impl<'de: 'a, 'a> LenientMap<'de> for NameOnly<'a> {
 #[derive(Default)]
 struct ExternalOnly(bool);
 
-impl<'de> LenientMap<'de> for ExternalOnly {
+impl<'de> Shape<'de> for ExternalOnly {
     fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        if key == "is_external" {
-            self.0 = map.next_value::<Lenient<'de>>()?.is_true();
-        } else {
-            map.next_value::<IgnoredAny>()?;
+        match key {
+            "is_external" => self.0 = value_as::<True, _>(map)?.0,
+            _ => skip(map)?,
         }
         Ok(())
     }
 }
 
-/// An object read key by key, in one pass, without building it.
-trait LenientMap<'de>: Default {
-    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
-}
-
-/// What a value of any JSON type reads as: an object through its [`LenientMap`], a string
-/// (`Lenient<'_>`, the default) as itself, `true` as such; anything else as nothing. Only
-/// malformed JSON is an error (and what a [`LenientMap`] refuses).
+/// A string, borrowed from the body when it has no escapes; nothing for any other value.
 #[derive(Default)]
-struct Lenient<'a, T = Text<'a>>(T, std::marker::PhantomData<&'a ()>);
+struct Str<'a>(Option<Cow<'a, str>>);
 
-/// A string value, borrowed from the body when it has no escapes; or `true`.
-#[derive(Default)]
-struct Text<'a>(Option<Cow<'a, str>>, bool);
-
-impl<'a> Lenient<'a> {
-    fn is_true(&self) -> bool {
-        self.0 .1
+impl<'de: 'a, 'a> Shape<'de> for Str<'a> {
+    fn string(&mut self, s: Cow<'de, str>) {
+        self.0 = Some(s);
     }
 }
 
-/// How each kind of value reads: a map through `entry`, a string or `true` where kept.
+/// Whether the value is `true`.
+#[derive(Default)]
+struct True(bool);
+
+impl Shape<'_> for True {
+    fn truth(&mut self) {
+        self.0 = true;
+    }
+}
+
+/// How a value of any JSON type is read, in one pass and without building it: an object
+/// key by key (`entry`; what it does not read it skips), a string or `true` where kept,
+/// anything else as the default. Only malformed JSON is an error, and what an `entry`
+/// refuses.
 trait Shape<'de>: Default {
-    fn map<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error>;
+    fn entry<A: MapAccess<'de>>(&mut self, _key: &str, map: &mut A) -> Result<(), A::Error> {
+        skip(map)
+    }
     fn string(&mut self, _: Cow<'de, str>) {}
     fn truth(&mut self) {}
 }
 
-impl<'de, T: LenientMap<'de>> Shape<'de> for T {
-    fn map<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            self.entry(&key, map)?;
-        }
-        Ok(())
-    }
+/// The next value of `map`, read as `T`.
+fn value_as<'de, T: Shape<'de>, A: MapAccess<'de>>(map: &mut A) -> Result<T, A::Error> {
+    Ok(map.next_value::<Lenient<T>>()?.0)
 }
 
-impl<'de: 'a, 'a> Shape<'de> for Text<'a> {
-    fn map<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(())
-    }
-    fn string(&mut self, s: Cow<'de, str>) {
-        self.0 = Some(s);
-    }
-    fn truth(&mut self) {
-        self.1 = true;
-    }
+/// Skips the next value of `map` (checking it is JSON).
+fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+    map.next_value::<IgnoredAny>().map(drop)
 }
 
-impl<'de: 'a, 'a, T: Shape<'de>> Deserialize<'de> for Lenient<'a, T> {
+/// A [`Shape`] as serde reads it.
+struct Lenient<T>(T);
+
+impl<'de, T: Shape<'de>> Deserialize<'de> for Lenient<T> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Any<T>(std::marker::PhantomData<T>);
         impl<'de, T: Shape<'de>> Visitor<'de> for Any<T> {
@@ -205,7 +194,9 @@ impl<'de: 'a, 'a, T: Shape<'de>> Deserialize<'de> for Lenient<'a, T> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
                 let mut value = T::default();
-                value.map(&mut map)?;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    value.entry(&key, &mut map)?;
+                }
                 Ok(value)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
@@ -243,7 +234,7 @@ impl<'de: 'a, 'a, T: Shape<'de>> Deserialize<'de> for Lenient<'a, T> {
             }
         }
         let value = deserializer.deserialize_any(Any::<T>(std::marker::PhantomData))?;
-        Ok(Lenient(value, std::marker::PhantomData))
+        Ok(Lenient(value))
     }
 }
 
