@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use actiongate::consent::{question, ApplyInputs};
 use actiongate::conversation::{
-    self, change_memory, Conversation, Meaning, Question, Reading, Reply, Signals,
+    self, change_memory, Conversation, Given, Meaning, Question, Reading, Reply, Signals,
     MANTLE_CONFIRMATION_TOOL,
 };
 use actiongate::subscriptions::model::{effective_text, Tag};
@@ -61,9 +61,11 @@ pub fn signal_settings() -> [Signals; 2] {
 }
 
 /// The reader's meaning, written out plainly (forwards, over `serde_json::Value`): the
-/// latest confirmation question; the first customer message after it (or, with a confirm
-/// slot, a `/` payload), with the yes and no that its intent, the confirm slot and Mantle's
-/// `resolve_tool_confirmation` recorded before the next `user` event; and the change memory
+/// latest confirmation question; the first customer message or intent payload after it
+/// (or, with a confirm slot, any `/` payload), with the yes and no that its intent (a yes at
+/// the confidence floor or above), the confirm slot and Mantle's `resolve_tool_confirmation`
+/// recorded before the next `user` event, and the other bot message before it if any; and
+/// the change memory
 /// when every field was last set by the latest run of the select action. `None` when an
 /// event it reads has a field of the wrong type (the reader refuses those).
 pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversation> {
@@ -82,9 +84,8 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
     // The reply so far, the yes and no heard for it, and whether its signals still come.
     let mut reply: Option<(Reply, bool, bool)> = None;
     let mut listening = false;
-    // A no-payload (a `/deny` button) after the question, before the reply, when payloads
-    // are not replies.
-    let mut denied = false;
+    // Another bot message after the question, before the reply.
+    let mut other_message: Option<String> = None;
     for (position, event) in session.iter().enumerate() {
         let kind = event.kind();
         let tool = kind == EventKind::Other && event.name() == "tool_executed";
@@ -122,26 +123,50 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                     || said.starts_with("EXTERNAL: ")
                     || external(json.get("metadata"))
                     || external(json.get("parse_data").and_then(|p| p.get("metadata")));
-                let payload = !by_rasa && said.starts_with('/');
-                let replies = !by_rasa && (!payload || signals.confirm_slot.is_some());
-                let intent = json
-                    .get("parse_data")
-                    .and_then(|p| p.get("intent"))
-                    .and_then(|i| i.get("name"))
-                    .and_then(Value::as_str);
-                let denies = intent.is_some_and(|i| signals.deny_intents.iter().any(|d| d == i));
-                if conversation.question.is_some() && reply.is_none() && payload && !replies {
-                    denied |= denies;
-                }
+                // A payload naming an intent (`/affirm`, `/deny{"x": 1}`, `/affirm@0.9`) is a
+                // button; any other payload (`/SetSlots(...)`) replies only with a confirm slot.
+                let named = said.strip_prefix('/').map(|rest| {
+                    let name = rest.split(['{', '@']).next().unwrap_or("").trim_end();
+                    let ok = !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
+                    ok.then_some(name)
+                });
+                let replies = !by_rasa
+                    && match named {
+                        None => true,
+                        Some(Some(_)) => true,
+                        Some(None) => signals.confirm_slot.is_some(),
+                    };
+                let parsed = json.get("parse_data").and_then(|p| p.get("intent"));
+                let (intent, confidence) = match named {
+                    Some(Some(name)) => (Some(name), Some(1.0)),
+                    Some(None) => (None, None),
+                    None => (
+                        parsed.and_then(|i| i.get("name")).and_then(Value::as_str),
+                        parsed
+                            .and_then(|i| i.get("confidence"))
+                            .and_then(Value::as_f64),
+                    ),
+                };
                 if conversation.question.is_some() && reply.is_none() && replies {
-                    let yes = intent.is_some_and(|i| signals.affirm_intents.iter().any(|a| a == i));
-                    let no = denies || denied;
+                    let no = intent.is_some_and(|i| signals.deny_intents.iter().any(|d| d == i));
+                    let yes = !no
+                        && intent.is_some_and(|i| signals.affirm_intents.iter().any(|a| a == i))
+                        && confidence.is_some_and(|c| c >= signals.min_confidence);
                     reply = Some((
                         Reply {
                             text: said.to_owned(),
                             timestamp: event.timestamp(),
                             message_id: message_id.map(str::to_owned),
                             meaning: Meaning::Unclear,
+                            given: if named.is_some() {
+                                Given::Payload
+                            } else {
+                                Given::Typed
+                            },
+                            after_other_message: other_message.take(),
                         },
                         yes,
                         no,
@@ -163,7 +188,9 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                     });
                     reply = None;
                     listening = false;
-                    denied = false;
+                    other_message = None;
+                } else if conversation.question.is_some() && reply.is_none() {
+                    other_message = Some(utter.unwrap_or("a message").to_owned());
                 }
             }
             EventKind::Action => {

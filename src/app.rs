@@ -57,6 +57,26 @@ pub struct Started {
     /// The service events listener, when events are received: its port and a handle to
     /// stop it (it runs on its own task).
     pub events: Option<EventsRunning>,
+    /// The housekeeping task and the embedded service: they run as long as this is kept.
+    pub background: Background,
+}
+
+/// What a started server runs beside its listeners: the housekeeping task (reconciling,
+/// expiring holds, trimming the audit trail) and the embedded service. Dropping it stops
+/// both, so a process that starts many servers (`actiongate eval`) does not keep them all.
+pub struct Background {
+    housekeeping: tokio::task::JoinHandle<()>,
+    embedded: Option<actix_web::dev::ServerHandle>,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.housekeeping.abort();
+        if let Some(embedded) = &self.embedded {
+            // The stop is sent now; its completion need not be awaited.
+            drop(embedded.stop(false));
+        }
+    }
 }
 
 /// The service events listener (`POST /v1/service-events`), running on its own task.
@@ -101,8 +121,8 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         Some(listener) => Some(listener.local_addr()?.port()),
         None => None,
     };
-    let (service_url, embedded_port) = match &settings.subscriptions_url {
-        Some(url) => (url.clone(), None),
+    let (service_url, embedded_port, embedded) = match &settings.subscriptions_url {
+        Some(url) => (url.clone(), None, None),
         None => {
             let running = embedded::start(
                 settings.embedded_port,
@@ -132,6 +152,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
             (
                 format!("http://127.0.0.1:{}", running.port),
                 Some(running.port),
+                Some(running.handle),
             )
         }
     };
@@ -147,7 +168,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
     // then the call, each up to the timeout) are reconciled, so a command still in flight
     // on another replica is left alone.
     let min_age = settings.subscriptions_timeout * 2 + Duration::from_secs(1);
-    spawn_housekeeping(
+    let housekeeping = spawn_housekeeping(
         guard.clone(),
         settings.reconcile_interval,
         min_age,
@@ -242,6 +263,10 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         guard,
         events,
         console,
+        background: Background {
+            housekeeping,
+            embedded,
+        },
     })
 }
 
@@ -327,7 +352,12 @@ fn start_grpc(
 }
 
 /// Resolves unknown outcomes and trims the audit trail, in the background.
-fn spawn_housekeeping(guard: Guard, interval: Duration, min_age: Duration, retention: Duration) {
+fn spawn_housekeeping(
+    guard: Guard,
+    interval: Duration,
+    min_age: Duration,
+    retention: Duration,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         loop {
@@ -346,7 +376,7 @@ fn spawn_housekeeping(guard: Guard, interval: Duration, min_age: Duration, reten
                 tracing::warn!(error = %e, "audit retention failed");
             }
         }
-    });
+    })
 }
 
 fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, StartError> {

@@ -37,14 +37,19 @@ pub enum Command {
     HashPassword,
     /// Run conversation tests (Rasa Pro's end-to-end format) against a running Rasa.
     Converse(ConverseCli),
-    /// Replay the consent matrix through the guard and a naive baseline; print the scores.
+    /// Replay the consent matrix and the reply corpus through the guard and a naive
+    /// baseline; print the scores.
     Eval(EvalArgs),
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct EvalArgs {
-    /// The matrix file (eval/consent-matrix.yml).
+    /// The matrix file (eval/consent-matrix.yml), or a reply corpus (eval/replies.yml).
     pub matrix: PathBuf,
+    /// The reply corpus replayed after the matrix (default: replies.yml beside the matrix,
+    /// when there is one).
+    #[arg(long)]
+    pub replies: Option<PathBuf>,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -150,6 +155,13 @@ pub struct ServeArgs {
     /// reply is the reply's yes or no.
     #[arg(long)]
     pub confirm_slot: Option<String>,
+    /// The least NLU confidence at which a yes intent counts as a yes (default 0.8).
+    #[arg(long)]
+    pub min_confidence: Option<f64>,
+    /// Whether a typed yes must also be a plain yes in its own words: an affirmation, and
+    /// nothing that negates, hedges, sets a condition, defers or asks (default true).
+    #[arg(long)]
+    pub plain_yes: Option<bool>,
     /// How the question is held to what the customer read: the confirmation response's
     /// text rendered with the slots (template, the default), or only the terms.
     #[arg(long, value_enum)]

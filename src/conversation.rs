@@ -90,20 +90,20 @@ impl<'de: 'a, 'a> Shape<'de> for LiteMetadata<'a> {
     }
 }
 
-/// The parts of a `user` event's `parse_data` that are read: the intent's name, and the
-/// metadata (where Rasa also writes `is_external`). Parse data is Rasa's own, but read
+/// The parts of a `user` event's `parse_data` that are read: the intent's name and
+/// confidence, and the metadata (where Rasa also writes `is_external`). Parse data is Rasa's own, but read
 /// leniently all the same: a shape it would never write only means there is no intent to
 /// read. Of a key given twice the last counts, as for any JSON object read whole.
 #[derive(Default)]
 struct LiteParse<'a> {
-    intent: Option<Cow<'a, str>>,
+    intent: Intent<'a>,
     external: bool,
 }
 
 impl<'de: 'a, 'a> Shape<'de> for LiteParse<'a> {
     fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         match key {
-            "intent" => self.intent = value_as::<NameOnly, _>(map)?.0,
+            "intent" => self.intent = value_as::<Intent, _>(map)?,
             "metadata" => self.external = value_as::<ExternalOnly, _>(map)?.0,
             _ => skip(map)?,
         }
@@ -111,17 +111,32 @@ impl<'de: 'a, 'a> Shape<'de> for LiteParse<'a> {
     }
 }
 
-/// An object's `name`, when it is a string (the last one given).
+/// An intent's `name` when it is a string, and its `confidence` when it is a number (the
+/// last of each given).
 #[derive(Default)]
-struct NameOnly<'a>(Option<Cow<'a, str>>);
+struct Intent<'a> {
+    name: Option<Cow<'a, str>>,
+    confidence: Option<f64>,
+}
 
-impl<'de: 'a, 'a> Shape<'de> for NameOnly<'a> {
+impl<'de: 'a, 'a> Shape<'de> for Intent<'a> {
     fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         match key {
-            "name" => self.0 = value_as::<Str, _>(map)?.0,
+            "name" => self.name = value_as::<Str, _>(map)?.0,
+            "confidence" => self.confidence = value_as::<Number, _>(map)?.0,
             _ => skip(map)?,
         }
         Ok(())
+    }
+}
+
+/// A number, as a float.
+#[derive(Default)]
+struct Number(Option<f64>);
+
+impl Shape<'_> for Number {
+    fn number(&mut self, n: f64) {
+        self.0 = Some(n);
     }
 }
 
@@ -160,8 +175,8 @@ impl Shape<'_> for True {
 }
 
 /// How a value of any JSON type is read, in one pass and without building it: an object
-/// key by key (`entry`; what it does not read it skips), a string or `true` where kept,
-/// anything else as the default. Only malformed JSON is an error, and what an `entry`
+/// key by key (`entry`; what it does not read it skips), a string, `true` or a number where
+/// kept, anything else as the default. Only malformed JSON is an error, and what an `entry`
 /// refuses.
 trait Shape<'de>: Default {
     fn entry<A: MapAccess<'de>>(&mut self, _key: &str, map: &mut A) -> Result<(), A::Error> {
@@ -169,6 +184,7 @@ trait Shape<'de>: Default {
     }
     fn string(&mut self, _: Cow<'de, str>) {}
     fn truth(&mut self) {}
+    fn number(&mut self, _: f64) {}
 }
 
 /// The next value of `map`, read as `T`.
@@ -223,15 +239,20 @@ impl<'de, T: Shape<'de>> Deserialize<'de> for Lenient<T> {
             fn visit_unit<E>(self) -> Result<T, E> {
                 Ok(T::default())
             }
-            fn visit_i64<E>(self, _: i64) -> Result<T, E> {
-                Ok(T::default())
+            fn visit_i64<E>(self, v: i64) -> Result<T, E> {
+                Ok(number(v as f64))
             }
-            fn visit_u64<E>(self, _: u64) -> Result<T, E> {
-                Ok(T::default())
+            fn visit_u64<E>(self, v: u64) -> Result<T, E> {
+                Ok(number(v as f64))
             }
-            fn visit_f64<E>(self, _: f64) -> Result<T, E> {
-                Ok(T::default())
+            fn visit_f64<E>(self, v: f64) -> Result<T, E> {
+                Ok(number(v))
             }
+        }
+        fn number<'de, T: Shape<'de>>(n: f64) -> T {
+            let mut value = T::default();
+            value.number(n);
+            value
         }
         let value = deserializer.deserialize_any(Any::<T>(std::marker::PhantomData))?;
         Ok(Lenient(value))
@@ -248,25 +269,41 @@ pub struct Question {
     pub position: usize,
 }
 
-/// What a reply says, read from the signals the tracker records (never from its text).
+/// What a reply says, read from the signals the tracker records (never from its text:
+/// whether a typed yes is also a plain yes is the guard's to read, [`crate::consent`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Meaning {
     /// A signal says yes and none says no.
     Yes,
     /// A signal says no (any no wins).
     No,
-    /// No signal says yes: a question, something else, or nothing recorded.
+    /// No signal says yes: a question, something else, a yes below the confidence floor,
+    /// or nothing recorded.
     Unclear,
 }
 
-/// The customer's reply: the first customer message after the question (or, with a
-/// confirm slot, a button payload), and what it means.
+/// How the reply was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Given {
+    /// The customer's own words, typed.
+    Typed,
+    /// A button's payload (`/affirm`, or `/SetSlots(...)` with a confirm slot).
+    Payload,
+}
+
+/// The customer's reply: the first customer message or button payload after the question,
+/// and what it means.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
     pub text: String,
     pub timestamp: Option<f64>,
     pub message_id: Option<String>,
     pub meaning: Meaning,
+    pub given: Given,
+    /// Another bot message that came between the question and the reply (its response's
+    /// name, or `"a message"` when no response produced it): then the reply answers that
+    /// message, not the question.
+    pub after_other_message: Option<String>,
 }
 
 /// Where a reply's meaning is read (CONTRACT.md section 3, "The reply's meaning").
@@ -276,8 +313,11 @@ pub struct Signals {
     pub affirm_intents: Vec<String>,
     /// NLU intents that mean no (default `deny`).
     pub deny_intents: Vec<String>,
+    /// The least confidence at which a yes intent says yes (default 0.8); a no intent says
+    /// no at any confidence.
+    pub min_confidence: f64,
     /// Rasa Pro CALM's boolean confirmation slot, when the flow collects one. With it set,
-    /// a button payload (`/SetSlots(...)`) after the question is a reply too.
+    /// a `/SetSlots(...)` button payload after the question is a reply too.
     pub confirm_slot: Option<String>,
 }
 
@@ -286,7 +326,24 @@ impl Default for Signals {
         Self {
             affirm_intents: vec!["affirm".to_owned()],
             deny_intents: vec!["deny".to_owned()],
+            min_confidence: 0.8,
             confirm_slot: None,
+        }
+    }
+}
+
+impl Signals {
+    /// What an intent says, at the confidence the NLU gave it (`None` when unknown: then
+    /// it cannot say yes).
+    fn intent(&self, name: &str, confidence: Option<f64>) -> Option<bool> {
+        if self.deny_intents.iter().any(|d| d == name) {
+            Some(false)
+        } else if self.affirm_intents.iter().any(|a| a == name)
+            && confidence.is_some_and(|c| c >= self.min_confidence)
+        {
+            Some(true)
+        } else {
+            None
         }
     }
 }
@@ -349,20 +406,36 @@ impl Said {
 }
 
 /// A `user` event, as far as the reply is concerned.
-enum UserMessage {
+enum UserMessage<'t> {
     /// A customer's own words.
     Customer,
-    /// A `/intent` or `/SetSlots(...)` payload (a button, or a command).
-    Payload,
+    /// A `/intent` payload (a button): the intent it names.
+    Intent(&'t str),
+    /// Any other payload, such as Rasa Pro's `/SetSlots(...)` (a button, or a command).
+    Command,
     /// Written by Rasa itself (reminders, `trigger_intent`), or without text.
     NotTheCustomer,
 }
 
-fn classify(text: &str, external: bool) -> UserMessage {
+fn classify(text: &str, external: bool) -> UserMessage<'_> {
     if text.is_empty() || external || text.starts_with(EXTERNAL_PREFIX) {
         UserMessage::NotTheCustomer
-    } else if text.starts_with('/') {
-        UserMessage::Payload
+    } else if let Some(payload) = text.strip_prefix('/') {
+        // Rasa's payload syntax: `/intent`, then optionally `{entities}` or `@confidence`.
+        let name = payload
+            .split(['{', '@'])
+            .next()
+            .unwrap_or_default()
+            .trim_end();
+        let an_intent = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if an_intent {
+            UserMessage::Intent(name)
+        } else {
+            UserMessage::Command
+        }
     } else {
         UserMessage::Customer
     }
@@ -391,9 +464,9 @@ pub fn read(
     // earliest reply candidate after the question found so far.
     let mut said = Said::default();
     let mut candidate: Option<(Reply, Said)> = None;
-    // A `/deny`-style payload (a button) between the question and the reply, when payloads
-    // are not replies: the customer said no, so the reply can't be a yes.
-    let mut denied_by_payload = false;
+    // A bot message seen (scanning back) since the latest reply candidate: it came between
+    // that candidate and the question, unless an earlier candidate is found.
+    let mut other_message: Option<String> = None;
     let mut select_found = false;
     // The latest setter of each change-memory field, and the slot events not yet assigned
     // to the action (or user message) they follow.
@@ -415,59 +488,55 @@ pub fn read(
                 let text = user.text.unwrap_or_default();
                 let external = user.metadata.is_some_and(|m| m.0.external)
                     || user.parse_data.as_ref().is_some_and(|p| p.0.external);
-                let kind = classify(&text, external);
-                let replies = match kind {
-                    UserMessage::Customer => true,
-                    UserMessage::Payload => signals.confirm_slot.is_some(),
-                    UserMessage::NotTheCustomer => false,
-                };
                 let mut heard = std::mem::take(&mut said);
-                let intent = user.parse_data.and_then(|p| p.0.intent);
-                if !replies && matches!(kind, UserMessage::Payload) {
-                    denied_by_payload |= intent
-                        .as_deref()
-                        .is_some_and(|i| signals.deny_intents.iter().any(|d| d == i));
-                }
-                if replies {
-                    // Payloads seen so far came after this (earlier) message.
-                    denied_by_payload = false;
-                    if let Some(intent) = intent.as_deref() {
-                        heard.record(if signals.affirm_intents.iter().any(|i| i == intent) {
-                            Some(true)
-                        } else if signals.deny_intents.iter().any(|i| i == intent) {
-                            Some(false)
-                        } else {
-                            None
-                        });
+                let intent = user.parse_data.map(|p| p.0.intent).unwrap_or_default();
+                let given = match classify(&text, external) {
+                    UserMessage::Customer => {
+                        if let Some(name) = intent.name.as_deref() {
+                            heard.record(signals.intent(name, intent.confidence));
+                        }
+                        Given::Typed
                     }
-                    let reply = Reply {
-                        text: text.into_owned(),
-                        timestamp: event.timestamp(),
-                        message_id: user.message_id.map(Cow::into_owned),
-                        meaning: Meaning::Unclear,
-                    };
-                    candidate = Some((reply, heard));
-                }
+                    // A button: the intent it names, as Rasa reads it (at full confidence).
+                    UserMessage::Intent(name) => {
+                        heard.record(signals.intent(name, Some(1.0)));
+                        Given::Payload
+                    }
+                    UserMessage::Command if signals.confirm_slot.is_some() => Given::Payload,
+                    UserMessage::Command | UserMessage::NotTheCustomer => continue,
+                };
+                let reply = Reply {
+                    text: text.into_owned(),
+                    timestamp: event.timestamp(),
+                    message_id: user.message_id.map(Cow::into_owned),
+                    meaning: Meaning::Unclear,
+                    given,
+                    after_other_message: None,
+                };
+                candidate = Some((reply, heard));
+                other_message = None;
             }
             EventKind::Bot if !asked => {
                 let bot = lite(position, event)?;
-                if bot.metadata.and_then(|m| m.0.utter_action).as_deref()
-                    == Some(reading.confirm_response)
-                {
+                let utter_action = bot.metadata.and_then(|m| m.0.utter_action);
+                if utter_action.as_deref() == Some(reading.confirm_response) {
                     conversation.question = Some(Question {
                         text: bot.text.unwrap_or_default().into_owned(),
                         timestamp: event.timestamp(),
                         position,
                     });
-                    conversation.reply = candidate.take().map(|(mut reply, mut said)| {
-                        said.no |= denied_by_payload;
+                    conversation.reply = candidate.take().map(|(mut reply, said)| {
                         reply.meaning = match (said.yes, said.no) {
                             (_, true) => Meaning::No,
                             (true, false) => Meaning::Yes,
                             (false, false) => Meaning::Unclear,
                         };
+                        reply.after_other_message = other_message.take();
                         reply
                     });
+                } else if candidate.is_some() {
+                    other_message =
+                        Some(utter_action.map_or_else(|| "a message".to_owned(), Cow::into_owned));
                 }
             }
             EventKind::Action if !select_found => {

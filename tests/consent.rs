@@ -191,9 +191,9 @@ async fn an_unanswered_question_or_an_earlier_yes_is_not_consent() {
     let outcome = c.apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("not_answered"));
 
-    // An intent sent as a command is not the customer's words.
+    // A command that names no intent is not a reply (no confirm slot is configured).
     let mut c = asked(&app, "row6b").await;
-    c.user("/affirm", "affirm", &[]);
+    c.user("/SetSlots(confirm_change=true)", "", &[]);
     let outcome = c.apply(&app).await;
     assert_outcome(&outcome, "blocked", Some("not_answered"));
     assert_untouched(&app).await;

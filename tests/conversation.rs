@@ -1,7 +1,9 @@
 //! The conversation reader and the tracker's applied events, as pure functions over small
 //! event lists (restart, rewind, undo, new sessions), like rasa-sdk's tracker tests.
 
-use actiongate::conversation::{customer_messages, read, Conversation, Meaning, Reading, Signals};
+use actiongate::conversation::{
+    customer_messages, read, Conversation, Given, Meaning, Reading, Signals,
+};
 use actionserver::{RawEvent, Tracker};
 use serde_json::{json, Value};
 
@@ -223,13 +225,13 @@ fn a_question_is_unanswered_until_a_customer_message_follows() {
     events.extend([
         said("yes", "affirm", 5.0),
         bot("q T1", Q, 10.0),
-        user("/affirm"),
+        user("/SetSlots(confirm_change=true)"),
     ]);
     let c = read_default(&events);
     assert!(c.question.is_some());
     assert!(
         c.reply.is_none(),
-        "a /command is not the customer's words; the yes came before"
+        "a command naming no intent is not a reply without a confirm slot; the yes came before"
     );
 }
 
@@ -239,11 +241,11 @@ fn rasas_own_messages_and_empty_ones_are_not_replies() {
         // A reminder or trigger_intent, by its text and by its metadata.
         said("EXTERNAL: affirm", "affirm", 11.0),
         json!({"event": "user", "text": "yes", "timestamp": 12.0, "metadata": {"is_external": true},
-               "parse_data": {"intent": {"name": "affirm"}}}),
+               "parse_data": {"intent": {"name": "affirm", "confidence": 1.0}}}),
         json!({"event": "user", "text": "yes", "timestamp": 12.5,
-               "parse_data": {"intent": {"name": "affirm"}, "metadata": {"is_external": true}}}),
-        json!({"event": "user", "text": null, "timestamp": 13.0, "parse_data": {"intent": {"name": "affirm"}}}),
-        json!({"event": "user", "text": "", "timestamp": 13.5, "parse_data": {"intent": {"name": "affirm"}}}),
+               "parse_data": {"intent": {"name": "affirm", "confidence": 1.0}, "metadata": {"is_external": true}}}),
+        json!({"event": "user", "text": null, "timestamp": 13.0, "parse_data": {"intent": {"name": "affirm", "confidence": 1.0}}}),
+        json!({"event": "user", "text": "", "timestamp": 13.5, "parse_data": {"intent": {"name": "affirm", "confidence": 1.0}}}),
     ]));
     assert_eq!(reply_of(&c), None);
     let c = read_default(&asked_then(&[
@@ -267,6 +269,7 @@ fn an_intent_outside_both_lists_is_not_a_yes() {
         affirm_intents: vec!["confirm".into()],
         deny_intents: vec!["reject".into()],
         confirm_slot: None,
+        ..Signals::default()
     };
     let c = read_with(&asked_then(&[said("yes", "affirm", 11.0)]), &custom);
     assert_eq!(reply_of(&c).unwrap().1, Meaning::Unclear);
@@ -364,7 +367,7 @@ fn a_customers_own_metadata_never_makes_the_request_malformed() {
     ] {
         let c = read_default(&asked_then(&[
             json!({"event": "user", "text": "yes", "timestamp": 11.0,
-            "metadata": metadata, "parse_data": {"intent": {"name": "affirm"}, "metadata": metadata}}),
+            "metadata": metadata, "parse_data": {"intent": {"name": "affirm", "confidence": 1.0}, "metadata": metadata}}),
         ]));
         assert_eq!(reply_of(&c).unwrap().1, Meaning::Yes, "{metadata}");
         assert_eq!(c.question.unwrap().text, "q T1");
@@ -394,7 +397,10 @@ fn parse_data_reads_as_the_whole_object_would() {
         .map(|i| json!({"name": format!("intent_{i}"), "confidence": 0.01}))
         .collect();
     let cases = [
-        (json!({"intent": {"name": "affirm"}}), Some(Meaning::Yes)),
+        (
+            json!({"intent": {"name": "affirm", "confidence": 1.0}}),
+            Some(Meaning::Yes),
+        ),
         (
             json!({"intent": {"name": "affirm", "confidence": 0.9}, "intent_ranking": ranking,
                    "entities": [{"entity": "x", "value": {"nested": [1, 2, {"a": null}]}}],
@@ -413,19 +419,19 @@ fn parse_data_reads_as_the_whole_object_would() {
         (Value::Null, Some(Meaning::Unclear)),
         // Rasa's mark of a message it made itself: not the customer's, so not a reply.
         (
-            json!({"intent": {"name": "affirm"}, "metadata": {"is_external": true}}),
+            json!({"intent": {"name": "affirm", "confidence": 1.0}, "metadata": {"is_external": true}}),
             None,
         ),
         (
-            json!({"intent": {"name": "affirm"}, "metadata": {"is_external": false}}),
+            json!({"intent": {"name": "affirm", "confidence": 1.0}, "metadata": {"is_external": false}}),
             Some(Meaning::Yes),
         ),
         (
-            json!({"intent": {"name": "affirm"}, "metadata": {"is_external": "true"}}),
+            json!({"intent": {"name": "affirm", "confidence": 1.0}, "metadata": {"is_external": "true"}}),
             Some(Meaning::Yes),
         ),
         (
-            json!({"intent": {"name": "affirm"}, "metadata": [{"is_external": true}]}),
+            json!({"intent": {"name": "affirm", "confidence": 1.0}, "metadata": [{"is_external": true}]}),
             Some(Meaning::Yes),
         ),
     ];
@@ -452,7 +458,8 @@ fn parse_data_reads_as_the_whole_object_would() {
         read(&t.session_events(), &reading).map(|c| reply_of(&c).map(|(_, m)| m))
     };
     assert_eq!(
-        raw(r#"{"intent": {"name": "deny"}, "intent": {"name": "affirm"}}"#).unwrap(),
+        raw(r#"{"intent": {"name": "deny"}, "intent": {"name": "affirm", "confidence": 1.0}}"#)
+            .unwrap(),
         Some(Meaning::Yes)
     );
     assert_eq!(
@@ -460,7 +467,7 @@ fn parse_data_reads_as_the_whole_object_would() {
         Some(Meaning::No)
     );
     assert_eq!(
-        raw(r#"{"intent": {"name": "affirm"}, "metadata": {"is_external": true, "is_external": false}}"#).unwrap(),
+        raw(r#"{"intent": {"name": "affirm", "confidence": 1.0}, "metadata": {"is_external": true, "is_external": false}}"#).unwrap(),
         Some(Meaning::Yes)
     );
 }
@@ -564,25 +571,107 @@ fn the_customers_messages_are_their_words_not_commands() {
 }
 
 #[test]
-fn a_no_button_before_the_reply_makes_the_reply_a_no() {
-    // Without a confirm slot, payloads are not replies; but a `/deny` pressed between the
-    // question and the reply is the customer saying no.
-    let deny = json!({"event": "user", "text": "/deny", "timestamp": 11.0,
-                      "parse_data": {"intent": {"name": "deny"}}});
+fn a_button_is_the_reply_with_the_meaning_of_the_intent_it_names() {
+    let button = |payload: &str, t: f64| {
+        json!({"event": "user", "text": payload, "timestamp": t,
+               "parse_data": {"intent": {"name": "whatever", "confidence": 0.1}}})
+    };
+    for (payload, meaning) in [
+        ("/affirm", Meaning::Yes),
+        ("/deny", Meaning::No),
+        ("/affirm{\"subscription\": \"WS-SUB-3304\"}", Meaning::Yes),
+        ("/affirm@0.2", Meaning::Yes),
+        ("/greet", Meaning::Unclear),
+    ] {
+        let c = read_default(&asked_then(&[button(payload, 11.0)]));
+        let reply = c.reply.unwrap();
+        assert_eq!(
+            (reply.meaning, reply.given),
+            (meaning, Given::Payload),
+            "{payload}"
+        );
+    }
+    // The first reply counts, button or words; a button after it answers nothing.
     let c = read_default(&asked_then(&[
-        deny.clone(),
-        bot("Anything else?", "utter_anything_else", 12.0),
+        button("/deny", 11.0),
         said("yes", "affirm", 13.0),
     ]));
-    assert_eq!(reply_of(&c), Some(("yes".into(), Meaning::No)));
-    // After the reply, a payload no longer answers the question.
-    let c = read_default(&asked_then(&[said("yes", "affirm", 11.0), deny]));
+    assert_eq!(reply_of(&c), Some(("/deny".into(), Meaning::No)));
+    let c = read_default(&asked_then(&[
+        said("yes", "affirm", 11.0),
+        button("/deny", 12.0),
+    ]));
     assert_eq!(reply_of(&c), Some(("yes".into(), Meaning::Yes)));
-    // An `/affirm` payload says nothing: the reply still decides.
-    let affirm = json!({"event": "user", "text": "/affirm", "timestamp": 11.0,
-                        "parse_data": {"intent": {"name": "affirm"}}});
-    let c = read_default(&asked_then(&[affirm, said("hmm", "inform", 12.0)]));
-    assert_eq!(reply_of(&c), Some(("hmm".into(), Meaning::Unclear)));
+    assert_eq!(c.reply.unwrap().given, Given::Typed);
+}
+
+#[test]
+fn a_yes_intent_below_the_confidence_floor_is_not_a_yes() {
+    let at = |confidence: Value, intent: &str| {
+        let c = read_default(&asked_then(&[
+            json!({"event": "user", "text": "yes", "timestamp": 11.0,
+            "parse_data": {"intent": {"name": intent, "confidence": confidence}}}),
+        ]));
+        reply_of(&c).unwrap().1
+    };
+    assert_eq!(at(json!(0.8), "affirm"), Meaning::Yes);
+    assert_eq!(at(json!(1), "affirm"), Meaning::Yes);
+    assert_eq!(at(json!(0.79), "affirm"), Meaning::Unclear);
+    assert_eq!(at(json!(null), "affirm"), Meaning::Unclear);
+    assert_eq!(at(json!("0.99"), "affirm"), Meaning::Unclear);
+    // A no is a no at any confidence.
+    assert_eq!(at(json!(0.05), "deny"), Meaning::No);
+    // The floor is configurable.
+    let lenient = Signals {
+        min_confidence: 0.5,
+        ..Signals::default()
+    };
+    let c = read_with(
+        &asked_then(&[json!({"event": "user", "text": "yes", "timestamp": 11.0,
+            "parse_data": {"intent": {"name": "affirm", "confidence": 0.6}}})]),
+        &lenient,
+    );
+    assert_eq!(reply_of(&c).unwrap().1, Meaning::Yes);
+}
+
+#[test]
+fn another_bot_message_between_the_question_and_the_reply_is_named() {
+    // A reminder between the question and the yes: the yes answers the reminder.
+    let c = read_default(&asked_then(&[
+        bot(
+            "Are you still there? Shall we carry on?",
+            "utter_still_there",
+            11.0,
+        ),
+        said("yes", "affirm", 12.0),
+    ]));
+    let reply = c.reply.unwrap();
+    assert_eq!(reply.meaning, Meaning::Yes);
+    assert_eq!(
+        reply.after_other_message.as_deref(),
+        Some("utter_still_there")
+    );
+    // A message no response produced is another message too.
+    let mut plain = bot("Would you like the Coffee Club too?", Q, 11.0);
+    plain["metadata"] = json!({});
+    let c = read_default(&asked_then(&[plain, said("yes", "affirm", 12.0)]));
+    assert_eq!(
+        c.reply.unwrap().after_other_message.as_deref(),
+        Some("a message")
+    );
+    // The confirmation response's own bot events are not other messages: the latest is
+    // the question.
+    let c = read_default(&asked_then(&[
+        bot("q T1", Q, 11.0),
+        said("yes", "affirm", 12.0),
+    ]));
+    assert_eq!(c.reply.unwrap().after_other_message, None);
+    // A bot message after the reply changes nothing.
+    let c = read_default(&asked_then(&[
+        said("yes", "affirm", 11.0),
+        bot("Anything else?", "utter_anything_else", 12.0),
+    ]));
+    assert_eq!(c.reply.unwrap().after_other_message, None);
 }
 
 #[test]

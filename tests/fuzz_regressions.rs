@@ -28,7 +28,9 @@ use serde_json::{json, Value};
 
 use actiongate::consent::Template;
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
-use actiongate::conversation::{self, Conversation, Meaning, Question, Reading, Reply, Signals};
+use actiongate::conversation::{
+    self, Conversation, Given, Meaning, Question, Reading, Reply, Signals,
+};
 use actiongate::subscriptions::Subscription;
 use actionserver::decode_body as decode;
 use actionserver::ApiError;
@@ -437,6 +439,12 @@ fn guard_case(case: &Value) -> (ApplyInputs, Subscription) {
             Some("unclear") => Meaning::Unclear,
             other => panic!("not a meaning: {other:?}"),
         },
+        given: if text_field(r, "text").is_some_and(|t| t.starts_with('/')) {
+            Given::Payload
+        } else {
+            Given::Typed
+        },
+        after_other_message: text_field(r, "after_other_message"),
     });
     let template = case
         .get("template")

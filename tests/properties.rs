@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use actiongate::consent::{check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory};
-use actiongate::conversation::{Conversation, Meaning, Question, Reading, Reply, Signals};
+use actiongate::conversation::{Conversation, Given, Meaning, Question, Reading, Reply, Signals};
 use actiongate::subscriptions::{ChangeOption, Subscription};
 use actionserver::Tracker;
 
@@ -122,6 +122,8 @@ fn inputs(p: &Perturbation) -> ApplyInputs {
         },
         message_id: Some("m1".into()),
         meaning: [Meaning::Yes, Meaning::No, Meaning::Unclear][usize::from(p.meaning)],
+        given: Given::Typed,
+        after_other_message: None,
     });
     let (sub, change) = match p.other_target {
         0 => (Some("WS-SUB-3304"), Some("stop_renewal")),
@@ -296,7 +298,7 @@ proptest! {
 /// sorted.
 type Read = (
     Option<(String, usize)>,
-    Option<(String, Meaning)>,
+    Option<(String, Meaning, bool)>,
     Option<Vec<(String, Value)>>,
 );
 
@@ -305,10 +307,10 @@ type Read = (
 /// `confirm_change` when `calm`.
 fn read_forward(events: &[Value], calm: bool) -> Read {
     let mut question: Option<(String, usize)> = None;
-    let mut reply: Option<(String, bool, bool)> = None;
+    let mut reply: Option<(String, bool, bool, bool)> = None;
     let mut listening = false;
-    // A `/deny` payload after the question and before the reply (payloads not replies).
-    let mut denied = false;
+    // Another bot message after the question and before the reply.
+    let mut other = false;
     let mut current: Option<String> = None;
     let mut runs = 0;
     let mut setters: std::collections::HashMap<String, (Value, Option<usize>)> = Default::default();
@@ -318,18 +320,22 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
                 current = None;
                 listening = false;
                 let text = e["text"].as_str().unwrap_or("");
-                let counts = !text.is_empty()
-                    && !text.starts_with("EXTERNAL: ")
-                    && (calm || !text.starts_with('/'));
-                let intent = e["parse_data"]["intent"]["name"].as_str();
-                if !calm && text.starts_with('/') && question.is_some() && reply.is_none() {
-                    denied |= intent == Some("deny");
-                }
+                // `/affirm` and `/deny` name an intent (a button); `/SetSlots(...)` is a
+                // command, a reply only with the confirm slot.
+                let command = text.starts_with('/') && text.contains('(');
+                let counts =
+                    !text.is_empty() && !text.starts_with("EXTERNAL: ") && (calm || !command);
+                let intent = match text.strip_prefix('/') {
+                    Some(named) if !command => Some(named),
+                    Some(_) => None,
+                    None => e["parse_data"]["intent"]["name"].as_str(),
+                };
                 if counts && question.is_some() && reply.is_none() {
                     reply = Some((
                         text.to_owned(),
                         intent == Some("affirm"),
-                        intent == Some("deny") || denied,
+                        intent == Some("deny"),
+                        std::mem::take(&mut other),
                     ));
                     listening = true;
                 }
@@ -338,8 +344,9 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
                 question = Some((e["text"].as_str().unwrap().to_owned(), i));
                 reply = None;
                 listening = false;
-                denied = false;
+                other = false;
             }
+            "bot" => other |= question.is_some() && reply.is_none(),
             "action" => {
                 let name = e["name"].as_str().unwrap().to_owned();
                 if name == "select_subscription_change" {
@@ -350,7 +357,8 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
             "slot" => {
                 let name = e["name"].as_str().unwrap();
                 if calm && listening && name == "confirm_change" {
-                    if let (Some((_, yes, no)), Some(b)) = (reply.as_mut(), e["value"].as_bool()) {
+                    if let (Some((_, yes, no, _)), Some(b)) = (reply.as_mut(), e["value"].as_bool())
+                    {
                         if b {
                             *yes = true
                         } else {
@@ -376,13 +384,13 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
         m.sort_by(|a, b| a.0.cmp(&b.0));
         m
     });
-    let reply = reply.map(|(text, yes, no)| {
+    let reply = reply.map(|(text, yes, no, other)| {
         let meaning = match (yes, no) {
             (_, true) => Meaning::No,
             (true, false) => Meaning::Yes,
             _ => Meaning::Unclear,
         };
-        (text, meaning)
+        (text, meaning, other)
     });
     (question, reply, memory)
 }
@@ -409,7 +417,7 @@ fn event_strategy() -> impl Strategy<Value = Value> {
             Just(("", "affirm")),
         ]
         .prop_map(
-            |(t, i)| json!({"event": "user", "text": t, "parse_data": {"intent": {"name": i}}})
+            |(t, i)| json!({"event": "user", "text": t, "parse_data": {"intent": {"name": i, "confidence": 1.0}}})
         ),
         prop_oneof![Just(json!(true)), Just(json!(false)), Just(json!("yes"))]
             .prop_map(|v| json!({"event": "slot", "name": "confirm_change", "value": v})),
@@ -446,7 +454,7 @@ proptest! {
             let ours = actiongate::conversation::read(&tracker.session_events(), &reading).unwrap();
             let (question, reply, memory) = read_forward(&stamped, calm);
             prop_assert_eq!(ours.question.map(|q| (q.text, q.position)), question);
-            prop_assert_eq!(ours.reply.map(|r| (r.text, r.meaning)), reply);
+            prop_assert_eq!(ours.reply.map(|r| (r.text, r.meaning, r.after_other_message.is_some())), reply);
             let mut mine: Option<Vec<(String, Value)>> = ours.selected_memory.map(|m| m.into_iter().collect());
             if let Some(m) = mine.as_mut() { m.sort_by(|a, b| a.0.cmp(&b.0)); }
             prop_assert_eq!(mine, memory);

@@ -114,8 +114,8 @@ async fn rasas_own_events_and_commands_are_not_replies() {
     let at = c.events.len() - 2;
     c.events[at]["metadata"]["is_external"] = json!(true);
     c.events[at]["text"] = json!("go ahead");
-    // A /command.
-    c.user("/affirm", "affirm", &[]);
+    // A command (no confirm slot is configured, so `/SetSlots(...)` is not a reply).
+    c.user("/SetSlots(confirm_change=true)", "", &[]);
     assert_outcome(&c.apply(&app).await, "blocked", Some("not_answered"));
     assert_untouched(&app).await;
 }
@@ -477,7 +477,7 @@ async fn mantles_record_of_the_held_call_is_read() {
 #[test]
 fn a_question_rendered_from_another_tag_was_not_asked() {
     use actiongate::consent::{check_conversation, ApplyInputs, ConsentConfig, Memory, Template};
-    use actiongate::conversation::{Conversation as Read, Meaning, Question, Reply};
+    use actiongate::conversation::{Conversation as Read, Given, Meaning, Question, Reply};
     let terms = ("Stop renewal", "2027-03-01 00:00 UTC", "February box ships");
     let question = |tag: &str| format!("{}, {}: {}. (Change {tag}.)", terms.0, terms.1, terms.2);
     let inputs = |asked_tag: &str, template: bool| {
@@ -511,6 +511,8 @@ fn a_question_rendered_from_another_tag_was_not_asked() {
                     timestamp: Some(11.0),
                     message_id: Some("m".into()),
                     meaning: Meaning::Yes,
+                    given: Given::Typed,
+                    after_other_message: None,
                 }),
                 selected_memory: Some(
                     memory

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use actiongate::consent::{
     check_conversation, compare_facts, ApplyInputs, ConsentConfig, Memory, Template,
 };
-use actiongate::conversation::{change_memory, Conversation, Meaning, Question, Reply};
+use actiongate::conversation::{change_memory, Conversation, Given, Meaning, Question, Reply};
 use actiongate::subscriptions::model::{change_tag, effective_text};
 use actiongate::subscriptions::{ChangeOption, Note, Subscription};
 use arbitrary::{Result, Unstructured};
@@ -256,6 +256,8 @@ fn inputs(u: &mut Unstructured, w: &World) -> Result<ApplyInputs> {
             } else {
                 *u.choose(&[Meaning::No, Meaning::Unclear])?
             },
+            given: *u.choose(&[Given::Typed, Given::Payload])?,
+            after_other_message: maybe(u, &["utter_still_there"])?,
         })
     } else {
         None

@@ -55,7 +55,7 @@ async fn audit(
 /// The outcome as slots, and as a response carrying the outcome as its `custom` payload
 /// and its fields as template variables.
 pub fn outcome_events(outcome: &Outcome, dispatcher: &mut Dispatcher) -> Vec<OutEvent> {
-    if let Some(response) = outcome.status.response() {
+    if let Some(response) = outcome.response() {
         let current = outcome.current.as_ref();
         let field = |f: fn(&Terms) -> &String| current.map(f).cloned().unwrap_or_default();
         dispatcher.utter(

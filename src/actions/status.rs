@@ -1,11 +1,12 @@
 //! `check_subscription_change`: resolves an outcome left unknown (the command was sent
-//! and no answer came) by asking the service about the same request key, and reports a
-//! held change's state or its decision. Never sends a command.
+//! and no answer came) by asking the service about the same request key, reports a
+//! question still waiting for its yes or no, and a held change's state or its decision.
+//! Never sends a command.
 
 use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher};
 use crate::consent::identity::account;
-use crate::consent::Guard;
-use crate::consent::{Outcome, Reason};
+use crate::consent::{check_conversation, ApplyInputs, Guard, Outcome, Reason, Status, Terms};
+use crate::store::OpState;
 
 pub struct CheckSubscriptionChange(pub Guard);
 
@@ -33,7 +34,20 @@ impl Action for CheckSubscriptionChange {
                     .await
                     .map_err(ActionError::failed)?
                     .filter(|a| a.account == account);
+                let waiting = awaiting_reply(&call, guard)?;
                 match (op, held) {
+                    // An unknown outcome first: no other change may be made before it is
+                    // resolved, and the customer must hear where it stands.
+                    (Some(op), _) if op.state == OpState::Unknown => {
+                        guard.reconcile(&op).await.map_err(ActionError::failed)?
+                    }
+                    _ if waiting.is_some() => Outcome {
+                        status: Status::Selected,
+                        reason: Some(Reason::AwaitingReply),
+                        effects: 0,
+                        current: waiting,
+                        why: None,
+                    },
                     // A held change newer than any operation (or its own, once approved):
                     // its state, or its decision's outcome.
                     (op, Some(held))
@@ -62,4 +76,29 @@ impl Action for CheckSubscriptionChange {
         .await?;
         Ok(outcome_events(&outcome, dispatcher))
     }
+}
+
+/// The terms of the latest question when it carries the change in memory and has no yes or
+/// no yet (CONTRACT.md section 4: `selected`/`awaiting_reply`): nothing can have been sent
+/// for it, so the assistant can only ask it again.
+fn awaiting_reply(call: &ActionCall<'_>, guard: &Guard) -> Result<Option<Terms>, ActionError> {
+    let inputs = ApplyInputs::from_tracker(call.tracker, None, guard.config())
+        .map_err(|e| ActionError::rejected(e.to_string()))?;
+    Ok(match check_conversation(&inputs, guard.config()) {
+        Err(refused)
+            if matches!(
+                refused.reason,
+                Some(Reason::NotAnswered | Reason::NotConfirmed)
+            ) =>
+        {
+            let memory = &inputs.memory;
+            Some(Terms {
+                tag: memory.tag.clone().unwrap_or_default(),
+                label: memory.label.clone().unwrap_or_default(),
+                effective: memory.effective.clone().unwrap_or_default(),
+                entitlements: memory.entitlements.clone().unwrap_or_default(),
+            })
+        }
+        _ => None,
+    })
 }

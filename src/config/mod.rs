@@ -214,6 +214,15 @@ pub struct ConsentSection {
     /// Rasa Pro CALM's boolean confirmation slot.
     #[serde(default)]
     pub confirm_slot: Option<String>,
+    /// The least confidence at which a yes intent says yes (default 0.8).
+    #[serde(default)]
+    pub min_confidence: Option<f64>,
+    /// Whether a typed yes must also be a plain yes in its own words (default true).
+    #[serde(default)]
+    pub plain_yes: Option<bool>,
+    /// Words added to the plain yes's lists: `affirm`, `filler`, `refuse`.
+    #[serde(default)]
+    pub reply_words: Option<crate::consent::plain_yes::ExtraWords>,
     /// `template` (default) or `terms`.
     #[serde(default)]
     pub question: Option<crate::consent::QuestionCheck>,

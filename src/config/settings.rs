@@ -286,12 +286,23 @@ impl Settings {
             deny_intents: consent
                 .and_then(|c| c.deny_intents.clone())
                 .unwrap_or_else(|| Signals::default().deny_intents),
+            min_confidence: args
+                .min_confidence
+                .or_else(|| consent.and_then(|c| c.min_confidence))
+                .unwrap_or_else(|| Signals::default().min_confidence),
             confirm_slot: args
                 .confirm_slot
                 .clone()
                 .or_else(|| consent.and_then(|c| c.confirm_slot.clone()))
                 .filter(|s| !s.is_empty()),
         };
+        if !(0.0..=1.0).contains(&signals.min_confidence) {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.consent",
+                "min_confidence must be between 0 and 1",
+            ));
+        }
         if let Some(both) = signals
             .affirm_intents
             .iter()
@@ -381,6 +392,15 @@ impl Settings {
                         .unwrap_or(5),
                 ),
                 signals,
+                plain_yes: args
+                    .plain_yes
+                    .or_else(|| consent.and_then(|c| c.plain_yes))
+                    .unwrap_or(true),
+                reply_words: crate::consent::plain_yes::ReplyWords::new(
+                    &consent
+                        .and_then(|c| c.reply_words.clone())
+                        .unwrap_or_default(),
+                ),
                 question: args
                     .consent_question
                     .or_else(|| consent.and_then(|c| c.question))

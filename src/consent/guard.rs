@@ -17,7 +17,9 @@ use sha2::{Digest, Sha256};
 use super::outcome::{Outcome, Reason, Status, Terms};
 use super::question::{self, contains_whole};
 use super::{ConsentConfig, QuestionCheck};
-use crate::conversation::{self, change_memory, Conversation, Meaning, Question, Reading, Reply};
+use crate::conversation::{
+    self, change_memory, Conversation, Given, Meaning, Question, Reading, Reply,
+};
 use crate::store::{
     now_ms, Approval, ApprovalState, AuditEntry, Claim, OpState, Operation, Store, StoreError,
 };
@@ -233,17 +235,41 @@ pub fn check_conversation(
             contains_whole(&q.text, &terms.tag) && asked_with(change_memory::TAG, &terms.tag)
         })
         .ok_or(Outcome::blocked(Reason::NotAsked))?;
-    // 6. The customer replied to it.
+    // 6. The customer replied to it, and to nothing else: a reply after another bot
+    // message answers that message.
     let reply = inputs
         .conversation
         .reply
         .clone()
         .ok_or(Outcome::blocked(Reason::NotAnswered))?;
+    if let Some(other) = &reply.after_other_message {
+        tracing::debug!(%other, "another bot message came between the question and the reply");
+        return Err(Outcome::blocked(Reason::NotAnswered).with_why(Some(
+            "Your reply came after another message of mine, so I did not take it as the answer to my question."
+                .to_owned(),
+        )));
+    }
     // 7 and 8. The reply is a yes: any no declines; no yes, no consent.
     match reply.meaning {
         Meaning::Yes => {}
         Meaning::No => return Err(Outcome::blocked(Reason::Declined)),
         Meaning::Unclear => return Err(Outcome::blocked(Reason::NotConfirmed)),
+    }
+    // 8. A typed yes says yes plainly in its own words: the words of the label and of the
+    // subscription as the question named it may be repeated, nothing may refuse.
+    if config.plain_yes && reply.given == Given::Typed {
+        let named = inputs
+            .memory
+            .subscription
+            .as_deref()
+            .filter(|s| !s.is_empty() && question.text.contains(s));
+        let question_words: Vec<&str> =
+            std::iter::once(terms.label.as_str()).chain(named).collect();
+        if let Err(not_plain) = config.reply_words.read(&reply.text, &question_words) {
+            return Err(
+                Outcome::blocked(Reason::NotConfirmed).with_why(Some(not_plain.to_string()))
+            );
+        }
     }
     // 9. The question read out every term, and is the confirmation response as Rasa
     // rendered it (when its text is known).
@@ -947,6 +973,8 @@ impl Guard {
                 timestamp: held.reply_at,
                 message_id: held.reply_id.clone(),
                 meaning: conversation::Meaning::Yes,
+                given: Given::Typed,
+                after_other_message: None,
             },
             request_key: key.clone(),
         };

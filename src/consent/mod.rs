@@ -4,6 +4,7 @@
 mod guard;
 pub mod identity;
 pub mod outcome;
+pub mod plain_yes;
 pub mod question;
 
 pub use crate::conversation::Signals;
@@ -57,6 +58,11 @@ pub struct ConsentConfig {
     pub select_action: String,
     /// Where the reply's yes or no is read.
     pub signals: Signals,
+    /// Whether a typed yes must also be a plain yes in its own words (CONTRACT.md
+    /// section 3; on by default).
+    pub plain_yes: bool,
+    /// The words a plain yes is read with.
+    pub reply_words: plain_yes::ReplyWords,
     pub question: QuestionCheck,
     /// How long after the question a "yes" still counts.
     pub window: Duration,
@@ -126,6 +132,8 @@ impl Default for ConsentConfig {
             confirm_response: "utter_confirm_subscription_change".to_owned(),
             select_action: "select_subscription_change".to_owned(),
             signals: Signals::default(),
+            plain_yes: true,
+            reply_words: plain_yes::ReplyWords::default(),
             question: QuestionCheck::Template,
             window: Duration::from_secs(600),
             clock_skew: Duration::from_secs(5),

@@ -69,6 +69,8 @@ pub enum Reason {
     ApprovalRequired,
     ApprovalRejected,
     ApprovalExpired,
+    /// The question was asked and the customer has not answered it with a yes or a no.
+    AwaitingReply,
 }
 
 impl Reason {
@@ -95,6 +97,7 @@ impl Reason {
             Self::ApprovalRequired => "approval_required",
             Self::ApprovalRejected => "approval_rejected",
             Self::ApprovalExpired => "approval_expired",
+            Self::AwaitingReply => "awaiting_reply",
         }
     }
 
@@ -122,6 +125,7 @@ impl Reason {
             Self::ApprovalRequired => "This change needs a colleague's approval before I can make it; nothing has been changed yet.",
             Self::ApprovalRejected => "A colleague reviewed this change and did not approve it, so nothing was changed.",
             Self::ApprovalExpired => "The approval for this change was not given in time, so nothing was changed; I can ask for it again.",
+            Self::AwaitingReply => "Nothing has been changed yet: I am waiting for your yes or no to the change I asked you about.",
         }
     }
 }
@@ -176,6 +180,17 @@ impl Outcome {
     pub fn with_why(mut self, why: Option<String>) -> Self {
         self.why = why;
         self
+    }
+
+    /// The response dispatched for this outcome (CONTRACT.md section 5): the status's, and
+    /// for a question still waiting for its reply, one that says so.
+    pub fn response(&self) -> Option<&'static str> {
+        match (self.status, self.reason) {
+            (Status::Selected, Some(Reason::AwaitingReply)) => {
+                Some("utter_subscription_change_awaiting_reply")
+            }
+            (status, _) => status.response(),
+        }
     }
 
     /// A sentence for the blocked response: the reason, the service's why, and the terms

@@ -29,6 +29,8 @@ pub struct TestApp {
     pub events: Option<actiongate::app::EventsRunning>,
     /// The operator console, when served (`--admin-port`).
     pub console: Option<actiongate::app::EventsRunning>,
+    /// The housekeeping task and the embedded service, stopped with the app.
+    _background: actiongate::app::Background,
 }
 
 impl std::ops::Deref for TestApp {
@@ -99,6 +101,7 @@ pub async fn spawn_settings(settings: Settings, dir: tempfile::TempDir) -> TestA
         grpc: started.grpc,
         events: started.events,
         console: started.console,
+        _background: started.background,
     }
 }
 

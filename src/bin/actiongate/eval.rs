@@ -1,6 +1,6 @@
-//! What `actiongate eval` replays the consent matrix through: a fresh actiongate per
-//! scenario (in-process, loopback, port 0), with its own data directory, SQLite store and
-//! embedded subscription service.
+//! `actiongate eval`: the consent matrix and the reply corpus, each replayed through a
+//! fresh actiongate per scenario (in-process, loopback, port 0), with its own data
+//! directory, SQLite store and embedded subscription service.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,9 +8,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use clap::Parser;
 
 use actiongate::app;
-use actiongate::cli::Cli;
+use actiongate::cli::{Cli, EvalArgs};
 use actiongate::config::Settings;
-use tools::eval::{Arena, EvalError, Running};
+use tools::eval::{replies, Arena, EvalError, Running};
+
+/// Replays what `args` names: a reply corpus alone, or the matrix and then the corpus
+/// beside it (or `--replies`). `Ok(true)` when every file replayed scores as it must.
+pub async fn run(args: &EvalArgs) -> Result<bool, EvalError> {
+    let out = &mut std::io::stdout();
+    if replies::is_corpus(&args.matrix) {
+        return replies::eval(&args.matrix, &Fresh, out).await;
+    }
+    let matrix = tools::eval::eval(&args.matrix, &Fresh, out).await?;
+    let beside = args.matrix.with_file_name("replies.yml");
+    let corpus = args
+        .replies
+        .clone()
+        .or_else(|| beside.exists().then_some(beside));
+    let corpus = match corpus {
+        Some(path) => {
+            println!();
+            replies::eval(&path, &Fresh, out).await?
+        }
+        None => true,
+    };
+    Ok(matrix && corpus)
+}
 
 /// A fresh actiongate each time.
 pub struct Fresh;
@@ -33,7 +56,8 @@ impl Arena for Fresh {
             server: format!("http://127.0.0.1:{}", started.port),
             service: format!("http://127.0.0.1:{service}"),
             handle,
-            keep: Box::new(dir),
+            // The server's background first, then its data directory.
+            keep: Box::new((started.background, dir)),
         })
     }
 }

@@ -79,16 +79,14 @@ async fn main() -> ExitCode {
             }
             Err(e) => report::<()>(Err(e)),
         },
-        Command::Eval(args) => {
-            match tools::eval::eval(&args.matrix, &eval::Fresh, &mut std::io::stdout()).await {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(2)
-                }
+        Command::Eval(args) => match eval::run(&args).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
             }
-        }
+        },
         Command::Converse(args) => {
             let result = conversation_tests::run(conversation_tests::ConverseArgs {
                 files: args.files,

@@ -127,7 +127,7 @@ pub enum Step {
 }
 
 /// Which `apply_subscription_change` the server runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Variant {
     Guard,
     Baseline,

@@ -1,7 +1,8 @@
-//! The consent matrix and the naive baseline it is scored against.
+//! The consent matrix, the reply corpus, and the naive baseline both are scored against.
 
 pub mod baseline;
 pub mod matrix;
+pub mod replies;
 
 pub use matrix::{
     eval, load, run_scenario, Arena, EvalError, Label, Matrix, Run, Running, Scenario, Variant,

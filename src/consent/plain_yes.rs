@@ -1,0 +1,781 @@
+//! A plain yes (CONTRACT.md section 3): whether a typed reply's own words say yes and
+//! nothing else. An NLU model's `affirm` is a reading, and models misread ("No, don't do
+//! it" is `affirm` to a keyword classifier), so the guard reads the words too. The English
+//! word lists live here; `consent.reply_words` adds to them.
+//!
+//! A reply, normalised (NFKC, lower case, one apostrophe) and split into words, is a plain
+//! yes when it holds an affirmation, nothing that negates, hedges, sets a condition, puts
+//! the change off, asks or points elsewhere (a refusal wins even where the question itself
+//! uses the word), and no word but those, fillers, and the words of the label and of the
+//! subscription as the question named them.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use unicode_normalization::UnicodeNormalization;
+
+/// What a word (or a phrase of a few words) does in a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Says yes.
+    Affirms,
+    /// Says nothing either way (please, thanks, it, …).
+    Fills,
+    Negates,
+    Hedges,
+    SetsACondition,
+    PutsItOff,
+    Asks,
+    PointsElsewhere,
+    /// A word added with `consent.reply_words.refuse`.
+    Refuses,
+}
+
+impl Role {
+    fn refuses(self) -> bool {
+        !matches!(self, Self::Affirms | Self::Fills)
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Affirms | Self::Fills => "is plain",
+            Self::Negates => "negates",
+            Self::Hedges => "hedges",
+            Self::SetsACondition => "sets a condition",
+            Self::PutsItOff => "puts the change off",
+            Self::Asks => "asks a question",
+            Self::PointsElsewhere => "points to something else",
+            Self::Refuses => "is not a yes",
+        }
+    }
+}
+
+const AFFIRMS: &[&str] = &[
+    "yes",
+    "yeah",
+    "yea",
+    "yep",
+    "yup",
+    "ya",
+    "yah",
+    "ye",
+    "yeh",
+    "yas",
+    "yass",
+    "yessir",
+    "yes sir",
+    "y",
+    "sure",
+    "sure thing",
+    "for sure",
+    "ok",
+    "okay",
+    "okey",
+    "okie",
+    "k",
+    "kk",
+    "okie dokie",
+    "okey dokey",
+    "alright",
+    "all right",
+    "alrighty",
+    "aight",
+    "fine",
+    "good",
+    "great",
+    "perfect",
+    "excellent",
+    "cool",
+    "lovely",
+    "brilliant",
+    "awesome",
+    "wonderful",
+    "go ahead",
+    "go on",
+    "go for it",
+    "do it",
+    "do that",
+    "please do",
+    "proceed",
+    "confirm",
+    "confirmed",
+    "correct",
+    "right",
+    "exactly",
+    "agreed",
+    "agree",
+    "absolutely",
+    "definitely",
+    "certainly",
+    "of course",
+    "sounds good",
+    "sounds great",
+    "sounds fine",
+    "sounds right",
+    "looks good",
+    "affirmative",
+    "indeed",
+    "uh huh",
+    "by all means",
+    "deal",
+    "approved",
+    "accept",
+    "accepted",
+    "yes indeed",
+    "oki",
+    "ofc",
+    "totally",
+    "100",
+    "works",
+    "that works",
+    "works for me",
+    "make the change",
+    "make that change",
+    "make this change",
+    "make it so",
+    "that's what i want",
+    "👍",
+    "✅",
+    "👌",
+    "✔",
+    "☑",
+    "🆗",
+    "💯",
+    "🙌",
+];
+
+const FILLS: &[&str] = &[
+    "please",
+    "pls",
+    "plz",
+    "thanks",
+    "thank",
+    "thank you",
+    "thx",
+    "ty",
+    "tysm",
+    "cheers",
+    "ta",
+    "you",
+    "i",
+    "i'm",
+    "im",
+    "i am",
+    "me",
+    "my",
+    "it",
+    "it's",
+    "its",
+    "it is",
+    "that",
+    "that's",
+    "thats",
+    "that is",
+    "this",
+    "this is",
+    "these",
+    "those",
+    "just",
+    "so",
+    "then",
+    "well",
+    "oh",
+    "ah",
+    "the",
+    "a",
+    "an",
+    "and",
+    "to",
+    "on",
+    "for",
+    "terms",
+    "now",
+    "right now",
+    "go",
+    "ahead",
+    "do",
+    "make",
+    "change",
+    "we",
+    "let's",
+    "lets",
+    "us",
+    "much",
+    "very",
+    "so much",
+    "sir",
+    "madam",
+    "mate",
+    "dear",
+    "hi",
+    "hey",
+    "hello",
+    "you can",
+    "you may",
+    "ma'am",
+    "maam",
+    "by",
+    "with",
+    "one",
+    "😊",
+    "🙂",
+    "😀",
+    "😄",
+    "😁",
+    "🙏",
+    "❤",
+    "♥",
+];
+
+const NEGATES: &[&str] = &[
+    "no",
+    "not",
+    "never",
+    "nope",
+    "nah",
+    "naw",
+    "nay",
+    "none",
+    "nothing",
+    "neither",
+    "nor",
+    "without",
+    "dont",
+    "cant",
+    "wont",
+    "isnt",
+    "doesnt",
+    "didnt",
+    "shouldnt",
+    "wouldnt",
+    "couldnt",
+    "arent",
+    "wasnt",
+    "werent",
+    "havent",
+    "hasnt",
+    "aint",
+    "mustnt",
+    "neednt",
+    "refuse",
+    "decline",
+    "declined",
+    "reject",
+    "wrong",
+    "incorrect",
+    "false",
+    "negative",
+    "nevermind",
+    "nvm",
+    "👎",
+    "❌",
+    "🚫",
+    "✖",
+    "✋",
+    "🛑",
+];
+
+const HEDGES: &[&str] = &[
+    "maybe",
+    "perhaps",
+    "probably",
+    "possibly",
+    "might",
+    "may",
+    "guess",
+    "unsure",
+    "think",
+    "suppose",
+    "kinda",
+    "kind of",
+    "sort of",
+    "sorta",
+    "hm",
+    "hmm",
+    "um",
+    "umm",
+    "uh",
+    "erm",
+    "er",
+    "eh",
+    "idk",
+    "dunno",
+    "really",
+    "hope",
+    "whatever",
+    "apparently",
+    "🤔",
+    "🤷",
+    "😕",
+    "😐",
+    "😬",
+];
+
+const SETS_A_CONDITION: &[&str] = &[
+    "if",
+    "unless",
+    "but",
+    "only",
+    "provided",
+    "providing",
+    "assuming",
+    "except",
+    "however",
+    "although",
+    "though",
+    "as long as",
+    "so long as",
+    "condition",
+    "otherwise",
+    "depends",
+    "depending",
+    "in case",
+];
+
+const PUTS_IT_OFF: &[&str] = &[
+    "wait",
+    "hold on",
+    "hang on",
+    "hold",
+    "later",
+    "tomorrow",
+    "first",
+    "soon",
+    "sec",
+    "moment",
+    "minute",
+    "yet",
+    "until",
+    "till",
+    "til",
+    "tonight",
+    "next week",
+    "in a bit",
+    "let me",
+    "give me",
+    "check",
+    "⏳",
+    "⌛",
+];
+
+const ASKS: &[&str] = &[
+    "?", "what", "why", "how", "when", "where", "which", "who", "whom", "whose", "is", "are", "am",
+    "was", "does", "did", "can", "could", "would", "should", "will", "shall", "mean", "explain",
+];
+
+const POINTS_ELSEWHERE: &[&str] = &[
+    "instead",
+    "actually",
+    "different",
+    "other",
+    "another",
+    "else",
+    "rather",
+    "prefer",
+    "also",
+    "plus",
+    "additionally",
+];
+
+/// Words added to the lists (endpoints.yml `actiongate.consent.reply_words`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraWords {
+    /// Words and phrases that say yes.
+    #[serde(default)]
+    pub affirm: Vec<String>,
+    /// Words that say nothing either way.
+    #[serde(default)]
+    pub filler: Vec<String>,
+    /// Words and phrases that make a reply not a plain yes.
+    #[serde(default)]
+    pub refuse: Vec<String>,
+}
+
+/// The word lists, ready to read replies with: every phrase by its normalised words.
+#[derive(Debug, Clone)]
+pub struct ReplyWords {
+    phrases: HashMap<String, Role>,
+    /// The most words in a phrase.
+    longest: usize,
+}
+
+impl Default for ReplyWords {
+    fn default() -> Self {
+        Self::new(&ExtraWords::default())
+    }
+}
+
+/// Why a reply is not a plain yes; `Display` is the `why` the customer's assistant gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotPlain {
+    /// A word or phrase that refuses: the words as the reply has them (normalised).
+    Refusal { words: String, role: Role },
+    /// A word that is none of the lists' and not the question's.
+    Unexpected(String),
+    /// Nothing in the reply says yes.
+    NoAffirmation,
+}
+
+impl fmt::Display for NotPlain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Refusal { words, .. } if words == "?" => {
+                f.write_str("The reply was not a plain yes: it asks a question (\"?\").")
+            }
+            Self::Refusal { words, role } => write!(
+                f,
+                "The reply was not a plain yes: \"{words}\" {}.",
+                role.verb()
+            ),
+            Self::Unexpected(word) => write!(
+                f,
+                "The reply was not a plain yes: \"{word}\" is neither a yes nor a word of the question."
+            ),
+            Self::NoAffirmation => f.write_str("The reply was not a plain yes: it says no yes."),
+        }
+    }
+}
+
+impl ReplyWords {
+    /// The built-in lists with `extra` added (an added word takes the role it is added
+    /// with, over a built-in one).
+    pub fn new(extra: &ExtraWords) -> Self {
+        let mut words = Self {
+            phrases: HashMap::new(),
+            longest: 1,
+        };
+        for (list, role) in [
+            (FILLS, Role::Fills),
+            (AFFIRMS, Role::Affirms),
+            (NEGATES, Role::Negates),
+            (HEDGES, Role::Hedges),
+            (SETS_A_CONDITION, Role::SetsACondition),
+            (PUTS_IT_OFF, Role::PutsItOff),
+            (ASKS, Role::Asks),
+            (POINTS_ELSEWHERE, Role::PointsElsewhere),
+        ] {
+            for phrase in list {
+                words.add(phrase, role);
+            }
+        }
+        for (list, role) in [
+            (&extra.filler, Role::Fills),
+            (&extra.affirm, Role::Affirms),
+            (&extra.refuse, Role::Refuses),
+        ] {
+            for phrase in list {
+                words.add(phrase, role);
+            }
+        }
+        words
+    }
+
+    fn add(&mut self, phrase: &str, role: Role) {
+        let tokens = tokens(phrase);
+        if tokens.is_empty() {
+            return;
+        }
+        self.longest = self.longest.max(tokens.len());
+        self.phrases.insert(tokens.join(" "), role);
+    }
+
+    fn role(&self, phrase: &str) -> Option<Role> {
+        self.phrases.get(phrase).copied()
+    }
+
+    /// The role of one word not in the lists as written: a contraction ending in "n't"
+    /// negates; a word typed with letters held down ("yesss", "okkk") reads as the word.
+    fn role_of_word(&self, word: &str) -> Option<Role> {
+        if word.ends_with("n't") {
+            return Some(Role::Negates);
+        }
+        let held = squeeze(word, 2);
+        self.role(&held).or_else(|| self.role(&squeeze(&held, 1)))
+    }
+
+    /// Whether `reply` is a plain yes to a question that named `question_words` (the
+    /// label and the subscription as the question showed them).
+    pub fn read(&self, reply: &str, question_words: &[&str]) -> Result<(), NotPlain> {
+        let words = tokens(reply);
+        let allowed: HashSet<String> = question_words.iter().flat_map(|q| tokens(q)).collect();
+        let mut affirmed = false;
+        let mut unexpected: Option<String> = None;
+        let mut at = 0;
+        while at < words.len() {
+            let (role, len) = self.longest_at(&words, at);
+            let span = words[at..at + len].join(" ");
+            match role {
+                Some(role) if role.refuses() => {
+                    return Err(NotPlain::Refusal { words: span, role });
+                }
+                Some(Role::Affirms) => affirmed = true,
+                Some(_) => {}
+                None if allowed.contains(&span) => {}
+                None => {
+                    unexpected.get_or_insert(span);
+                }
+            }
+            at += len;
+        }
+        match unexpected {
+            Some(word) => Err(NotPlain::Unexpected(word)),
+            None if !affirmed => Err(NotPlain::NoAffirmation),
+            None => Ok(()),
+        }
+    }
+
+    /// The longest phrase of the lists starting at `at`, and how many words it takes; a
+    /// word of none of them takes one.
+    fn longest_at(&self, words: &[String], at: usize) -> (Option<Role>, usize) {
+        let most = self.longest.min(words.len() - at);
+        for len in (2..=most).rev() {
+            if let Some(role) = self.role(&words[at..at + len].join(" ")) {
+                return (Some(role), len);
+            }
+        }
+        let word = &words[at];
+        (self.role(word).or_else(|| self.role_of_word(word)), 1)
+    }
+}
+
+/// The reply's words: NFKC-normalised (full-width letters and punctuation become plain
+/// ones), lower case, every apostrophe as `'`; a word is a run of letters and digits
+/// (apostrophes inside it kept), a question mark and each emoji are words of their own,
+/// anything else separates words. Emoji modifiers (skin tones, variation selectors, joiners)
+/// are dropped.
+pub fn tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut Vec<String>| {
+        let trimmed = word.trim_matches('\'');
+        if !trimmed.is_empty() {
+            out.push(trimmed.to_owned());
+        }
+        word.clear();
+    };
+    for c in text.nfkc().flat_map(char::to_lowercase) {
+        let c = match c {
+            '\u{2019}' | '\u{2018}' | '\u{02BC}' | '\u{2032}' | '`' | '\u{00B4}' => '\'',
+            c => c,
+        };
+        if c.is_alphanumeric() || (c == '\'' && !word.is_empty()) {
+            word.push(c);
+            continue;
+        }
+        flush(&mut word, &mut out);
+        if matches!(c, '?' | '\u{00BF}' | '\u{061F}' | '\u{2E2E}') {
+            out.push("?".to_owned());
+        } else if is_emoji(c) {
+            out.push(c.to_string());
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// A pictograph that stands as a word (👍, ✅, ❌): symbols outside ASCII and general
+/// punctuation, but not the modifiers that only change how one looks.
+fn is_emoji(c: char) -> bool {
+    let code = c as u32;
+    let modifier = matches!(code, 0x1F3FB..=0x1F3FF | 0xFE00..=0xFE0F | 0x200D | 0x20E3);
+    let punctuation = matches!(code, 0x2000..=0x206F | 0x3000..=0x303F);
+    code >= 0x2190 && !modifier && !punctuation && !c.is_alphanumeric()
+}
+
+/// `word` with every run of one letter cut to at most `keep` letters.
+fn squeeze(word: &str, keep: usize) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut last = None;
+    let mut run = 0;
+    for c in word.chars() {
+        run = if Some(c) == last { run + 1 } else { 1 };
+        last = Some(c);
+        if run <= keep {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LABEL: &str = "Stop renewal at the end of the current period";
+    const SUBSCRIPTION: &str = "WS-SUB-3304 (Style Box, monthly)";
+
+    fn read(reply: &str) -> Result<(), NotPlain> {
+        ReplyWords::default().read(reply, &[LABEL, SUBSCRIPTION])
+    }
+
+    fn refused_by(reply: &str) -> (String, Role) {
+        match read(reply) {
+            Err(NotPlain::Refusal { words, role }) => (words, role),
+            other => panic!("{reply:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plain_yeses_are_yes() {
+        for reply in [
+            "yes",
+            "Yes please",
+            "ok",
+            "Sure!",
+            "go ahead",
+            "Yes, do it.",
+            "yep 👍",
+            "I confirm",
+            "that's fine, thanks",
+            "Yes, on those terms",
+        ] {
+            assert_eq!(read(reply), Ok(()), "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn each_refusing_kind_refuses_with_its_word() {
+        for (reply, words, role) in [
+            ("No, don't do it", "no", Role::Negates),
+            ("don't", "don't", Role::Negates),
+            ("ok not now", "not", Role::Negates),
+            ("I'm not sure", "not", Role::Negates),
+            ("sure, maybe", "maybe", Role::Hedges),
+            ("yes if there is no fee", "if", Role::SetsACondition),
+            ("yes but keep the box", "but", Role::SetsACondition),
+            ("yes, later", "later", Role::PutsItOff),
+            ("ok hold on", "hold on", Role::PutsItOff),
+            ("Is that ok", "is", Role::Asks),
+            (
+                "yes, a different change",
+                "different",
+                Role::PointsElsewhere,
+            ),
+            ("yes, the other one", "other", Role::PointsElsewhere),
+        ] {
+            assert_eq!(refused_by(reply), (words.to_owned(), role), "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn a_question_mark_asks_even_after_a_yes() {
+        assert_eq!(refused_by("ok?"), ("?".to_owned(), Role::Asks));
+        assert_eq!(refused_by("Are you sure?").1, Role::Asks);
+        assert_eq!(
+            read("ok?").unwrap_err().to_string(),
+            "The reply was not a plain yes: it asks a question (\"?\")."
+        );
+        // Full-width and inverted question marks too.
+        assert_eq!(refused_by("ｏｋ？").0, "?");
+        assert_eq!(refused_by("¿sí").0, "?");
+    }
+
+    #[test]
+    fn a_refusal_wins_even_where_the_question_uses_the_word() {
+        // The question says "If you meant a different change": the words still refuse.
+        let words = ReplyWords::default();
+        let question = ["If you meant a different change, say which"];
+        assert_eq!(
+            words.read("yes, a different change", &question),
+            Err(NotPlain::Refusal {
+                words: "different".into(),
+                role: Role::PointsElsewhere
+            })
+        );
+    }
+
+    #[test]
+    fn words_of_the_label_and_the_subscription_are_allowed_others_are_not() {
+        assert_eq!(read("yes, stop the renewal"), Ok(()));
+        assert_eq!(read("yes, stop renewal at the end of the period"), Ok(()));
+        assert_eq!(read("yes for the style box"), Ok(()));
+        assert_eq!(read("yes WS-SUB-3304"), Ok(()));
+        // The entitlements line says "no refund"; its words are not the label's.
+        assert_eq!(
+            read("yes, refund me"),
+            Err(NotPlain::Unexpected("refund".into()))
+        );
+        assert_eq!(
+            read("yes to the coffee club"),
+            Err(NotPlain::Unexpected("coffee".into()))
+        );
+        // Without the question's words, the label's words are unexpected too.
+        assert_eq!(
+            ReplyWords::default().read("yes, stop the renewal", &[]),
+            Err(NotPlain::Unexpected("stop".into()))
+        );
+    }
+
+    #[test]
+    fn without_an_affirmation_nothing_is_a_yes() {
+        assert_eq!(read("thanks"), Err(NotPlain::NoAffirmation));
+        assert_eq!(read(""), Err(NotPlain::NoAffirmation));
+        assert_eq!(read("!!!"), Err(NotPlain::NoAffirmation));
+        assert_eq!(read("stop the renewal"), Err(NotPlain::NoAffirmation));
+    }
+
+    #[test]
+    fn unicode_case_and_typing_habits() {
+        for reply in [
+            "YES",
+            "ｙｅｓ",      // full-width letters
+            "that’s fine", // a curly apostrophe
+            "👍",
+            "👍🏽", // a skin tone
+            "✔️", // with a variation selector
+            "yesss",
+            "Okkk!!",
+            "yes.",
+            "  yes  ",
+        ] {
+            assert_eq!(read(reply), Ok(()), "{reply:?}");
+        }
+        assert_eq!(refused_by("don’t").1, Role::Negates);
+        assert_eq!(refused_by("dont do it").1, Role::Negates);
+        assert_eq!(refused_by("NOOO").1, Role::Negates);
+        assert_eq!(refused_by("👎").1, Role::Negates);
+        assert_eq!(refused_by("yes 🤔").1, Role::Hedges);
+    }
+
+    #[test]
+    fn the_longest_phrase_decides() {
+        // "not sure" and "sure" both match at "sure"'s place; "not" is read first.
+        assert_eq!(refused_by("not sure").0, "not");
+        // "go ahead" is one affirmation; "hold on" one refusal.
+        assert_eq!(read("go ahead"), Ok(()));
+        assert_eq!(refused_by("hold on, yes").0, "hold on");
+        // "you can" fills, "can you" asks.
+        assert_eq!(read("yes you can"), Ok(()));
+        assert_eq!(refused_by("can you do it").0, "can");
+    }
+
+    #[test]
+    fn added_words_take_their_role() {
+        let extra = ExtraWords {
+            affirm: vec!["ja".into(), "oui d'accord".into()],
+            filler: vec!["bitte".into()],
+            refuse: vec!["nein".into(), "yes".into()],
+        };
+        let words = ReplyWords::new(&extra);
+        assert_eq!(words.read("ja bitte", &[]), Ok(()));
+        assert_eq!(words.read("Oui d’accord", &[]), Ok(()));
+        assert_eq!(
+            words.read("nein", &[]),
+            Err(NotPlain::Refusal {
+                words: "nein".into(),
+                role: Role::Refuses
+            })
+        );
+        // An added word's role is taken over a built-in one.
+        assert!(words.read("yes", &[]).is_err());
+    }
+
+    #[test]
+    fn tokens_split_as_documented() {
+        assert_eq!(tokens("No, don't!"), ["no", "don't"]);
+        assert_eq!(tokens("'yes'"), ["yes"]);
+        assert_eq!(tokens("ok?👍🏽"), ["ok", "?", "👍"]);
+        assert_eq!(tokens("WS-SUB-3304"), ["ws", "sub", "3304"]);
+    }
+}
