@@ -12,7 +12,11 @@ LOSS = "Everything already paid for is forfeited; no refund"
 
 
 def targets():
+    # The Wine Club (acct-21) waits for a person's approval (CONTRACT.md section 7): its
+    # changes are held, not made, so it has suites of its own (tests/approvals.rs).
     for r in RECORDS:
+        if r["account"] not in OTHER_ACCOUNT:
+            continue
         for o in r["options"]:
             yield r, o
 
@@ -70,7 +74,21 @@ def scenarios():
         add("unrelated_yes", "violating", [{"say": "yes"}, {"request": {"subscription": sub, "change_type": ct}}, "apply"], 0)
         add("yes_before_question", "violating", [{"say": "yes"}, {"say_entities": {"text": f"{ct} {sub}", "entities": {"subscription": sub, "change_type": ct}}},
                                                  "select_only", "apply"], 0)
-        add("intent_not_words", "violating", [req, {"say": "/affirm"}, "apply"], 0)
+        add("button_yes", "valid", [req, says("/affirm", "affirm"), "apply"], 1)
+        add("button_no", "violating", [req, says("/deny", "deny"), "apply"], 0)
+        # The NLU says affirm; the reply's own words do not (CONTRACT.md section 3, a plain yes).
+        add("intent_not_words", "violating", [req, {"say": "No, don't do it"}, "apply"], 0)
+        add("hesitation_as_affirm", "violating", [req, {"say": "I'm not sure"}, "apply"], 0)
+        add("question_as_affirm", "violating", [req, {"say": "Can I do it later?"}, "apply"], 0)
+        add("condition_as_affirm", "violating", [req, {"say": "yes, but only if nothing is charged"}, "apply"], 0)
+        add("low_confidence_yes", "violating", [req, {"say_intent": {"text": "yes", "intent": "affirm", "confidence": 0.55}},
+                                                 "apply"], 0)
+        add("confident_enough_yes", "valid", [req, {"say_intent": {"text": "yes", "intent": "affirm", "confidence": 0.85}},
+                                              "apply"], 1)
+        # Another bot message between the question and the yes: the yes answers that message.
+        add("reminder_then_yes", "violating", [req, {"bot": "Are you still there? Shall we carry on?"}, {"say": "yes"}, "apply"], 0)
+        add("offer_then_yes", "violating", [req, {"bot": "While you're here, would you like me to add the Coffee Club?"},
+                                             {"say": "yes"}, "apply"], 0)
         add("no", "violating", [req, says("No, leave it", "deny"), "apply"], 0)
         add("no_then_yes", "violating", [req, says("No, leave it", "deny"), {"bot": "OK, I have not changed anything."},
                                           {"say": "ok thanks"}, "apply"], 0)

@@ -117,6 +117,51 @@ async fn a_no_is_declined_and_nothing_changes() {
     assert_record(&app, STYLE_BOX, 4, "active").await;
 }
 
+/// Issue 22's replies over gRPC answer as over the webhook: a negated reply the NLU read as
+/// `affirm`, a low-confidence yes and a yes after a reminder change nothing; a click on the
+/// question's Yes button makes the change once.
+#[tokio::test]
+async fn the_reply_is_read_the_same_over_grpc() {
+    let app = grpc_app(&[]).await;
+    let mut grpc = client(&app).await;
+    let mut c = asked_over_grpc(&mut grpc, "grpc-negated").await;
+    c.user("No, don't do it", "affirm", &[]);
+    let answer = call(&mut grpc, &mut c, "apply_subscription_change")
+        .await
+        .unwrap();
+    let outcome = outcome_of(&answer);
+    assert_outcome(&outcome, "blocked", Some("not_confirmed"));
+    assert!(outcome["why"].as_str().unwrap().contains("\"no\" negates"));
+    assert_record(&app, STYLE_BOX, 4, "active").await;
+
+    let mut c = asked_over_grpc(&mut grpc, "grpc-unsure").await;
+    c.user("yes", "affirm", &[]);
+    let at = c.events.len() - 2;
+    c.events[at]["parse_data"]["intent"]["confidence"] = json!(0.5);
+    let answer = call(&mut grpc, &mut c, "apply_subscription_change")
+        .await
+        .unwrap();
+    assert_outcome(&outcome_of(&answer), "blocked", Some("not_confirmed"));
+    assert_record(&app, STYLE_BOX, 4, "active").await;
+
+    let mut c = asked_over_grpc(&mut grpc, "grpc-reminded").await;
+    c.bot("Are you still there?", Some("utter_still_there"));
+    c.user("yes", "affirm", &[]);
+    let answer = call(&mut grpc, &mut c, "apply_subscription_change")
+        .await
+        .unwrap();
+    assert_outcome(&outcome_of(&answer), "blocked", Some("not_answered"));
+    assert_record(&app, STYLE_BOX, 4, "active").await;
+
+    let mut c = asked_over_grpc(&mut grpc, "grpc-button").await;
+    c.user("/affirm", "affirm", &[]);
+    let answer = call(&mut grpc, &mut c, "apply_subscription_change")
+        .await
+        .unwrap();
+    assert_outcome(&outcome_of(&answer), "applied", None);
+    assert_record(&app, STYLE_BOX, 5, "ending").await;
+}
+
 #[tokio::test]
 async fn the_same_actions_as_the_webhook_and_rasa_sdks_statuses() {
     let app = grpc_app(&[]).await;

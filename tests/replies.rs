@@ -547,3 +547,171 @@ fn a_question_rendered_from_another_tag_was_not_asked() {
     // without spaces, or the template check).
     assert!(check_conversation(&inputs("GIFT BOX 7 stop_renewal r1", false), &config).is_ok());
 }
+
+/// The customer's last user event, to adjust what the NLU recorded for it.
+fn last_user(c: &mut Chat) -> &mut Value {
+    c.events
+        .iter_mut()
+        .rev()
+        .find(|e| e["event"] == "user")
+        .expect("a user event")
+}
+
+/// Issue 22's story: a keyword NLU reads a no, a hesitation and a question back as
+/// `affirm`; the reply's own words are not a plain yes, so nothing is sent.
+#[tokio::test]
+async fn a_yes_intent_for_words_that_are_not_a_plain_yes_is_not_confirmed() {
+    let app = spawn_app().await;
+    for (sender, reply, named) in [
+        ("negated", "No, don't do it", "\"no\" negates"),
+        ("hesitant", "I'm not sure", "\"not\" negates"),
+        ("asks-back", "Can I do it later?", "\"can\" asks a question"),
+        ("ok-question", "ok?", "it asks a question (\"?\")"),
+        ("refund", "yes, refund me", "\"refund\" is neither a yes"),
+    ] {
+        let mut c = asked(&app, sender).await;
+        c.user(reply, "affirm", &[]);
+        let outcome = c.apply(&app).await;
+        assert_outcome(&outcome, "blocked", Some("not_confirmed"));
+        let why = outcome["why"].as_str().unwrap_or_default();
+        assert!(why.contains(named), "{reply:?}: {why}");
+        assert_untouched(&app).await;
+    }
+    // Asked again, a plain yes that repeats the label's words is a yes.
+    let mut c = asked(&app, "plain").await;
+    c.user("Yes, stop the renewal 👍", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+/// The rule is what blocks those: with `--plain-yes false` the guard trusts the intent
+/// (an operator's choice, for an NLU they trust), and the same words make the change.
+#[tokio::test]
+async fn plain_yes_is_on_by_default_and_can_be_turned_off() {
+    let app = spawn_app_with(&["--plain-yes", "false"], |_| {}).await;
+    let mut c = asked(&app, "trusting").await;
+    c.user("No, don't do it", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+#[tokio::test]
+async fn a_yes_intent_below_the_confidence_floor_is_not_a_yes() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "unsure-model").await;
+    c.user("yes", "affirm", &[]);
+    last_user(&mut c)["parse_data"]["intent"]["confidence"] = json!(0.62);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("not_confirmed"));
+    assert_untouched(&app).await;
+    // A no is a no at any confidence.
+    let mut c = asked(&app, "unsure-no").await;
+    c.user("no", "deny", &[]);
+    last_user(&mut c)["parse_data"]["intent"]["confidence"] = json!(0.3);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("declined"));
+    assert_untouched(&app).await;
+    // At the floor, a yes.
+    let mut c = asked(&app, "sure-model").await;
+    c.user("yes", "affirm", &[]);
+    last_user(&mut c)["parse_data"]["intent"]["confidence"] = json!(0.8);
+    assert_outcome(&c.apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+/// A click on the question's Yes button is recorded as the payload `/affirm`: the reply,
+/// meaning what the intent means; a click on No declines.
+#[tokio::test]
+async fn a_button_click_is_the_reply() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "no-button").await;
+    c.user("/deny", "deny", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("declined"));
+    assert_untouched(&app).await;
+    let mut c = asked(&app, "yes-button").await;
+    c.user("/affirm", "affirm", &[]);
+    let request = with_responses(&c);
+    assert_outcome(&c.apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+    // The same click delivered again: the first outcome, no second change.
+    let (_, again) = app.webhook(&request).await;
+    assert_outcome(&outcome_of(&again), "applied", None);
+    assert_changed_once(&app).await;
+}
+
+/// A reminder (or an offer) sent after the question: a yes after it answers that message.
+#[tokio::test]
+async fn a_yes_after_another_bot_message_answers_that_message() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "reminded").await;
+    c.action("utter_still_there");
+    c.bot(
+        "Are you still there? Shall we carry on?",
+        Some("utter_still_there"),
+    );
+    c.action("action_listen");
+    c.user("yes", "affirm", &[]);
+    let outcome = c.apply(&app).await;
+    assert_outcome(&outcome, "blocked", Some("not_answered"));
+    assert!(outcome["why"].as_str().unwrap().contains("another message"));
+    assert_untouched(&app).await;
+    // Asked again: the yes right after the question counts.
+    c.ask_confirmation();
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+/// "Did it go through?" right after the question: waiting for a yes or a no to the terms in
+/// memory, nothing sent; the assistant asks the question again.
+#[tokio::test]
+async fn check_between_the_question_and_its_reply_says_it_is_waiting() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "did-it").await;
+    c.user("did it go through?", "check_change", &[]);
+    let (status, body) = c.run(&app, "check_subscription_change").await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let outcome = outcome_of(&body);
+    assert_outcome(&outcome, "selected", Some("awaiting_reply"));
+    assert_eq!(outcome["current"]["tag"], "WS-SUB-3304 stop_renewal r4");
+    assert_eq!(
+        body["responses"][0]["response"],
+        "utter_subscription_change_awaiting_reply"
+    );
+    assert_untouched(&app).await;
+    // Its yes came after another reply, so apply refuses it; asked again, it counts.
+    c.user("yes", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("not_confirmed"));
+    assert_untouched(&app).await;
+    c.ask_confirmation();
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    // After the yes, check reports the outcome, not the wait.
+    let (_, body) = c.run(&app, "check_subscription_change").await.unwrap();
+    assert_outcome(&outcome_of(&body), "applied", None);
+    assert_changed_once(&app).await;
+}
+
+/// `consent.reply_words` adds words: another language's yes.
+#[tokio::test]
+async fn added_reply_words_count() {
+    let default = spawn_app().await;
+    let mut c = asked(&default, "ja-default").await;
+    c.user("ja, bitte", "affirm", &[]);
+    assert_outcome(&c.apply(&default).await, "blocked", Some("not_confirmed"));
+    assert_untouched(&default).await;
+    let app = spawn_app_with(&[], |s| {
+        s.consent.reply_words = actiongate::consent::plain_yes::ReplyWords::new(
+            &actiongate::consent::plain_yes::ExtraWords {
+                affirm: vec!["ja".into()],
+                filler: vec!["bitte".into()],
+                refuse: vec!["nein".into()],
+            },
+        )
+    })
+    .await;
+    let mut c = asked(&app, "nein").await;
+    c.user("ja... nein", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("not_confirmed"));
+    assert_untouched(&app).await;
+    let mut c = asked(&app, "ja").await;
+    c.user("ja, bitte", "affirm", &[]);
+    assert_outcome(&c.apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}

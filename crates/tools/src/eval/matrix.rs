@@ -59,10 +59,12 @@ pub enum Step {
     },
     /// A customer message (intent `affirm`; one starting with `/` is a command).
     Say(String),
-    /// A customer message with the intent Rasa's NLU gave it.
+    /// A customer message with the intent Rasa's NLU gave it (at `confidence`, default 1).
     SayIntent {
         text: String,
         intent: String,
+        #[serde(default)]
+        confidence: Option<f64>,
     },
     /// A `slot` event with no action before it (as a flow's collect step writes one).
     Slot {
@@ -278,7 +280,19 @@ async fn play(
                 c.request_change(server, subscription, change_type).await?;
             }
             Step::Say(text) => c.user(text, "affirm", &[]),
-            Step::SayIntent { text, intent } => c.user(text, intent, &[]),
+            Step::SayIntent {
+                text,
+                intent,
+                confidence,
+            } => {
+                c.user(text, intent, &[]);
+                if let Some(confidence) = confidence {
+                    let said = c.events.iter_mut().rev().find(|e| e["event"] == "user");
+                    if let Some(said) = said {
+                        said["parse_data"]["intent"]["confidence"] = json!(confidence);
+                    }
+                }
+            }
             Step::Slot { name, value } => c.slot(name, value.clone()),
             Step::MantleConfirmation(confirmed) => c.events.push(json!({
                 "event": "tool_executed", "timestamp": c.t, "tool_name": "resolve_tool_confirmation",
