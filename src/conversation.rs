@@ -655,47 +655,94 @@ pub fn set_after(
     Ok(false)
 }
 
-/// Whether a `slot` event for `name` was written anywhere but at a session's start
-/// (CONTRACT.md section 2: only the value the session's start wrote counts). Rasa writes the
-/// session's metadata right before it runs `action_session_start`, and again between
-/// `session_started` and the `action_listen` that ends the start; those two places are a
-/// session's start. `events` are the tracker's events since the latest restart, so a value
-/// written in an earlier session and carried over into this one is caught too. Before the
-/// first visible `session_started` (Rasa trimmed the front) only the first of those places
-/// can be recognised, so any other such event there counts as a rewrite. Only slot events
-/// whose raw text may name the slot (it does, or has an escape) are parsed.
-pub fn written_outside_a_session_start(
+/// Who the customer is, as the current session's events say (CONTRACT.md section 2).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionIdentity {
+    /// The value the current session's start wrote (its latest write), or `None` when no
+    /// write of it is in view (Rasa trimmed the front of the tracker).
+    Started(Option<Value>),
+    /// The slot was written somewhere else in the current session: nothing about it is
+    /// trusted for the rest of the session.
+    Rewritten,
+}
+
+/// Reads the slot `name` (`session_started_metadata`) as the current session's start wrote
+/// it. The current session begins at the latest `session_started` (a `restart` does not end
+/// it: Rasa 3.x runs no `action_session_start` after `/restart`, so the start's write
+/// still stands). Rasa writes the session's metadata right before it runs
+/// `action_session_start`, and again between `session_started` and the `action_listen`
+/// that ends the start; those are the session's start. Any other write in the session is a
+/// rewrite; a write in an earlier session does not reach this one. With no
+/// `session_started` in view (trimmed), the window's first events count as the start as
+/// long as they are only slot events (carried over, or the metadata itself) and
+/// `action_session_start`. Only slot events whose raw text may name the slot (it does, or
+/// has an escape) are parsed.
+pub fn session_identity(
     events: &[RawEvent<'_>],
     name: &str,
-) -> Result<bool, MalformedEvent> {
+) -> Result<SessionIdentity, MalformedEvent> {
+    let started = events
+        .iter()
+        .rposition(|e| e.kind() == EventKind::SessionStarted);
+    let action_named = |at: usize, wanted: &str| -> Result<bool, MalformedEvent> {
+        Ok(match events.get(at) {
+            Some(event) if event.kind() == EventKind::Action => {
+                lite(at, event)?.name.as_deref() == Some(wanted)
+            }
+            _ => false,
+        })
+    };
+    // Where the session's events begin: its pre-start write, when there is one.
+    let from = match started {
+        Some(s) if s >= 2 && action_named(s - 1, "action_session_start")? => s - 2,
+        Some(s) => s,
+        None => 0,
+    };
+    // Inside the start (after `session_started`, before its `action_listen`), and, in a
+    // trimmed window, still among its first slot events.
     let mut starting = false;
-    for (at, event) in events.iter().enumerate() {
+    let mut window_start = started.is_none();
+    let mut value = None;
+    for (at, event) in events.iter().enumerate().skip(from) {
         match event.kind() {
             EventKind::SessionStarted => starting = true,
-            EventKind::User => starting = false,
-            EventKind::Action if starting => {
-                starting = lite(at, event)?.name.as_deref() != Some("action_listen");
+            EventKind::User => {
+                starting = false;
+                window_start = false;
             }
-            EventKind::Slot if !starting => {
-                let raw = event.raw().get();
-                if (raw.contains(name) || raw.contains('\\'))
-                    && lite(at, event)?.name.as_deref() == Some(name)
-                {
-                    let before_the_start = match events.get(at + 1) {
-                        Some(next) if next.kind() == EventKind::Action => {
-                            lite(at + 1, next)?.name.as_deref() == Some("action_session_start")
-                        }
-                        _ => false,
-                    };
-                    if !before_the_start {
-                        return Ok(true);
-                    }
+            EventKind::Action if starting || window_start => {
+                let action = lite(at, event)?;
+                let name = action.name.as_deref();
+                if name == Some("action_listen") {
+                    starting = false;
                 }
+                window_start &= name == Some("action_session_start");
             }
-            _ => {}
+            EventKind::Slot => {
+                let raw = event.raw().get();
+                if !(raw.contains(name) || raw.contains('\\')) {
+                    continue;
+                }
+                let slot = lite(at, event)?;
+                if slot.name.as_deref() != Some(name) {
+                    continue;
+                }
+                let at_the_start =
+                    starting || window_start || action_named(at + 1, "action_session_start")?;
+                if !at_the_start {
+                    return Ok(SessionIdentity::Rewritten);
+                }
+                value = Some(slot.value.unwrap_or(Value::Null));
+            }
+            EventKind::Action => {}
+            EventKind::Bot
+            | EventKind::Restart
+            | EventKind::Rewind
+            | EventKind::Undo
+            | EventKind::Other => window_start = false,
         }
     }
-    Ok(false)
+    Ok(SessionIdentity::Started(value))
 }
 
 /// The customer's own messages, in order (CONTRACT.md section 3, "Customer messages").

@@ -86,7 +86,8 @@ async fn an_unrelated_yes_is_not_a_confirmation() {
     assert_eq!(app.revision(SUB).await, 4);
 }
 
-/// An account other than the owner gets no subscription details and no mutation.
+/// An account other than the owner gets no subscription details and no mutation: the
+/// answer a made-up id gets.
 #[tokio::test]
 async fn another_account_gets_no_details_and_no_mutation() {
     let app = spawn_app().await;
@@ -97,7 +98,8 @@ async fn another_account_gets_no_details_and_no_mutation() {
         !text.contains("Style Box") && !text.contains("2027-01-01"),
         "nothing revealed: {text}"
     );
-    assert_eq!(outcome_of(&body)["status"], "denied");
+    assert_eq!(outcome_of(&body)["status"], "blocked");
+    assert_eq!(outcome_of(&body)["reason"], "unknown_subscription");
     assert_eq!(app.revision(SUB).await, 4);
 }
 

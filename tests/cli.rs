@@ -177,6 +177,43 @@ fn serve_refuses_a_bad_configuration() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("databse_url"));
 }
 
+/// A signing secret that is set but empty would trust unsigned account ids: refused, in
+/// the environment and in endpoints.yml (CONTRACT.md section 2).
+#[test]
+fn serve_refuses_an_empty_signing_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoints = dir.path().join("endpoints.yml");
+    for (file, env) in [
+        ("actiongate:\n  consent: {signing_secret: \"\"}\n", None),
+        ("", Some("")),
+    ] {
+        std::fs::write(&endpoints, file).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_actiongate"));
+        command
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--embedded-service-port",
+                "0",
+                "--data-dir",
+            ])
+            .arg(dir.path())
+            .arg("--endpoints")
+            .arg(&endpoints);
+        if let Some(value) = env {
+            command.env("ACTIONGATE_SIGNING_SECRET", value);
+        }
+        let out = command.output().unwrap();
+        assert!(!out.status.success(), "{file:?} {env:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("signing secret is set but empty"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn the_log_has_no_colour_codes_when_stderr_is_not_a_terminal() {
     let dir = tempfile::tempdir().unwrap();

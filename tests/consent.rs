@@ -63,10 +63,23 @@ async fn the_outcome_is_returned_as_slots_response_and_custom_payload() {
 #[tokio::test]
 async fn without_an_authenticated_account_the_change_is_denied() {
     let app = spawn_app().await;
+    // The session's start wrote no account.
     let mut c = asked(&app, "row1").await;
     c.slots.insert("session_started_metadata".into(), json!({}));
+    c.events
+        .iter_mut()
+        .filter(|e| e["name"] == "session_started_metadata")
+        .for_each(|e| e["value"] = json!({}));
     let outcome = c.say_yes_and_apply(&app).await;
-    assert_outcome(&outcome, "denied", Some("not_owner"));
+    assert_outcome(&outcome, "denied", Some("not_authenticated"));
+    // The slot says something the session's start did not write (altered in transit).
+    let mut c = asked(&app, "row1b").await;
+    c.slots.insert(
+        "session_started_metadata".into(),
+        json!({"account_id": "acct-9"}),
+    );
+    let outcome = c.say_yes_and_apply(&app).await;
+    assert_outcome(&outcome, "denied", Some("not_authenticated"));
     assert_untouched(&app).await;
 }
 
@@ -261,7 +274,15 @@ async fn another_accounts_subscription_is_denied_without_revealing_it() {
         .request_change(&app, STYLE_BOX, "stop_renewal")
         .await
         .unwrap();
-    assert_outcome(&outcome_of(&body), "denied", Some("not_owner"));
+    // Exactly what an id that does not exist gets: nothing tells the ids apart.
+    assert_outcome(&outcome_of(&body), "blocked", Some("unknown_subscription"));
+    let mut made_up = Chat::new("row10-made-up", Some("acct-9"));
+    let none = made_up
+        .request_change(&app, "WS-SUB-0000", "stop_renewal")
+        .await
+        .unwrap();
+    assert_eq!(body["events"], none["events"]);
+    assert_eq!(body["responses"], none["responses"]);
     assert!(outcome_of(&body).get("current").is_none());
     assert_eq!(slot_in(&body, "change_tag"), Some(Value::Null));
     // Even with memory taken from acct-7's conversation and a question, apply denies.
@@ -510,7 +531,14 @@ async fn select_writes_the_services_terms_or_says_why_not() {
     );
 
     for (sender, account, sub, change, status, reason) in [
-        ("s1", None, STYLE_BOX, "stop_renewal", "denied", "not_owner"),
+        (
+            "s1",
+            None,
+            STYLE_BOX,
+            "stop_renewal",
+            "denied",
+            "not_authenticated",
+        ),
         (
             "s2",
             Some("acct-7"),
@@ -532,8 +560,8 @@ async fn select_writes_the_services_terms_or_says_why_not() {
             Some("acct-9"),
             STYLE_BOX,
             "stop_renewal",
-            "denied",
-            "not_owner",
+            "blocked",
+            "unknown_subscription",
         ),
     ] {
         let mut c = Chat::new(sender, account);

@@ -694,15 +694,25 @@ fn slots_before_the_question_stop_at_a_reset() {
 
 #[test]
 fn an_identity_written_outside_a_sessions_start_is_seen_however_it_is_spelled() {
-    use actiongate::conversation::written_outside_a_session_start;
-    let start = [
-        action("action_session_start"),
-        json!({"event": "session_started", "timestamp": 1.0}),
-        set("session_started_metadata", json!({"account_id": "a"})),
-        action("action_listen"),
-    ];
-    let t = tracker(&start);
-    assert!(!written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
+    use actiongate::conversation::{session_identity, SessionIdentity};
+    let meta = |account: &str| set("session_started_metadata", json!({"account_id": account}));
+    let identity = |events: &[Value]| {
+        let t = tracker(events);
+        session_identity(&t.events, "session_started_metadata").unwrap()
+    };
+    let started = |account: &str| SessionIdentity::Started(Some(json!({"account_id": account})));
+    let start = |account: &str| {
+        vec![
+            meta(account),
+            action("action_session_start"),
+            json!({"event": "session_started", "timestamp": 1.0}),
+            meta(account),
+            action("action_listen"),
+        ]
+    };
+    // Rasa 3.6.21 over the REST channel writes the metadata right before it runs
+    // action_session_start, then again inside the start (as read off a real tracker).
+    assert_eq!(identity(&start("a")), started("a"));
     for rewrite in [
         r#"{"event": "slot", "timestamp": 3.0, "name": "session_started_metadata", "value": {"account_id": "b"}}"#,
         r#"{"event": "slot", "timestamp": 3.0, "name": "session_started_metadat\u0061", "value": {"account_id": "b"}}"#,
@@ -710,38 +720,70 @@ fn an_identity_written_outside_a_sessions_start_is_seen_however_it_is_spelled() 
         // Written as raw JSON so the escape survives.
         let raw = format!(
             r#"{{"sender_id": "t", "events": [{}, {}, {}]}}"#,
-            serde_json::to_string(&start[..])
+            serde_json::to_string(&start("a"))
                 .unwrap()
                 .trim_matches(|c| c == '[' || c == ']'),
             r#"{"event": "user", "text": "hi", "timestamp": 2.0}"#,
             rewrite
         );
         let t: Tracker = serde_json::from_str(Box::leak(raw.into_boxed_str())).unwrap();
-        assert!(
-            written_outside_a_session_start(&t.events, "session_started_metadata").unwrap(),
+        assert_eq!(
+            session_identity(&t.events, "session_started_metadata").unwrap(),
+            SessionIdentity::Rewritten,
             "{rewrite}"
         );
     }
-    // Rasa 3.6.21 over the REST channel writes the metadata right before it runs
-    // action_session_start, then again inside the start (as read off a real tracker).
-    let mut rasa = vec![set("session_started_metadata", json!({"account_id": "a"}))];
-    rasa.extend(start.iter().cloned());
-    rasa.push(user("hi"));
-    let t = tracker(&rasa);
-    assert!(!written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
-    // The same slot event before any other action is not that.
-    let mut early = vec![set("session_started_metadata", json!({"account_id": "b"}))];
-    early.push(action("action_listen"));
-    early.extend(start.iter().cloned());
-    let t = tracker(&early);
-    assert!(written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
-    // Trimmed: the session's start is gone, and a metadata event is there: not trusted.
-    let t = tracker(&[
-        set("session_started_metadata", json!({"account_id": "a"})),
+    // A rewrite by an action (no customer message first) is a rewrite too.
+    let mut by_action = start("a");
+    by_action.extend([action("action_other"), meta("b")]);
+    assert_eq!(identity(&by_action), SessionIdentity::Rewritten);
+    // A restart does not end the session: the start's write stands (Rasa resets the
+    // slot, but runs no action_session_start after /restart).
+    let mut restarted = start("a");
+    restarted.extend([
+        user("/restart"),
+        action("action_restart"),
+        json!({"event": "restart"}),
         user("hi"),
     ]);
-    assert!(written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
-    // Trimmed with no metadata event in view: the value stands.
-    let t = tracker(&[user("hi"), action("action_listen")]);
-    assert!(!written_outside_a_session_start(&t.events, "session_started_metadata").unwrap());
+    assert_eq!(identity(&restarted), started("a"));
+    // An earlier session's rewrite does not reach a later session that wrote it again.
+    let mut later = start("a");
+    later.extend([user("hi"), meta("b")]);
+    later.extend(start("a"));
+    assert_eq!(identity(&later), started("a"));
+    // ... but a rewrite before a restart of the same session still counts.
+    let mut before_restart = start("a");
+    before_restart.extend([user("hi"), meta("b"), json!({"event": "restart"})]);
+    assert_eq!(identity(&before_restart), SessionIdentity::Rewritten);
+    // Trimmed so the window starts at the start's own write, or among a later session's
+    // carried-over slots: the value stands.
+    assert_eq!(
+        identity(&[meta("a"), action("action_listen"), user("hi")]),
+        started("a")
+    );
+    assert_eq!(identity(&[meta("a"), user("hi")]), started("a"));
+    assert_eq!(
+        identity(&[
+            set("change_tag", json!("T")),
+            meta("a"),
+            action("action_listen"),
+            user("hi")
+        ]),
+        started("a")
+    );
+    // Trimmed, with a rewrite in view after a customer message: not trusted.
+    assert_eq!(
+        identity(&[meta("a"), user("hi"), meta("b")]),
+        SessionIdentity::Rewritten
+    );
+    assert_eq!(
+        identity(&[action("action_other"), meta("b"), user("hi")]),
+        SessionIdentity::Rewritten
+    );
+    // Trimmed with no metadata event in view: nothing read (the slot's value stands).
+    assert_eq!(
+        identity(&[user("hi"), action("action_listen")]),
+        SessionIdentity::Started(None)
+    );
 }

@@ -9,8 +9,8 @@ mod common;
 
 use common::faults::{Fault, FaultyService};
 use common::{
-    asked, assert_outcome, assert_record, outcome_of, reword_question, spawn_app, spawn_app_with,
-    Chat, ChatExt, TestApp, STYLE_BOX,
+    asked, assert_outcome, assert_record, outcome_of, reword_question, slot_in, spawn_app,
+    spawn_app_with, Chat, ChatExt, TestApp, STYLE_BOX,
 };
 use serde_json::{json, Value};
 
@@ -285,7 +285,7 @@ async fn an_identity_written_outside_a_sessions_start_is_denied_everywhere() {
     // Something writes the session's metadata again mid-conversation.
     c.slot("session_started_metadata", json!({"account_id": "acct-7"}));
     c.user("yes", "affirm", &[]);
-    assert_outcome(&c.apply(&app).await, "denied", Some("not_owner"));
+    assert_outcome(&c.apply(&app).await, "denied", Some("not_authenticated"));
     for action in [
         "list_subscriptions",
         "select_subscription_change",
@@ -303,12 +303,15 @@ async fn an_identity_written_outside_a_sessions_start_is_denied_everywhere() {
     c.slot("session_started_metadata", json!({"account_id": "acct-7"}));
     let (_, body) = app.webhook(&c.request("list_subscriptions")).await;
     assert_eq!(outcome_of(&body)["status"], "denied", "{body}");
-    // Rasa carries the slots over into the next session (slot events in its start): the
-    // rewritten value comes back as if the session's start had written it. Still not
-    // trusted.
+    // The rewrite is confined to its own session: a later session whose start writes the
+    // metadata again is trusted (CONTRACT.md section 2).
     c.session_start(json!({"account_id": "acct-7"}));
     let (_, body) = app.webhook(&c.request("list_subscriptions")).await;
-    assert_eq!(outcome_of(&body)["status"], "denied", "{body}");
+    assert_eq!(
+        slot_in(&body, "subscriptions").map(|s| s.is_array()),
+        Some(true),
+        "{body}"
+    );
     assert_untouched(&app).await;
     // A new session's start writing the metadata: trusted.
     let mut c = Chat::new("new-session", Some("acct-9"));
@@ -714,4 +717,69 @@ async fn added_reply_words_count() {
     c.user("ja, bitte", "affirm", &[]);
     assert_outcome(&c.apply(&app).await, "applied", None);
     assert_changed_once(&app).await;
+}
+
+/// Rasa 3.6 runs no `action_session_start` after `/restart` and resets the slots: the
+/// identity the session's start wrote still stands.
+#[tokio::test]
+async fn a_restart_keeps_the_identity_the_sessions_start_wrote() {
+    let app = spawn_app().await;
+    let mut c = Chat::new("restarted", Some("acct-7"));
+    c.user("/restart", "restart", &[]);
+    c.action("action_restart");
+    c.marker("restart");
+    c.slots.clear();
+    c.action("action_listen");
+    let (_, body) = app.webhook(&c.request("list_subscriptions")).await;
+    assert_eq!(
+        slot_in(&body, "subscriptions").map(|s| s.is_array()),
+        Some(true),
+        "{body}"
+    );
+    c.request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
+}
+
+/// Rasa's `max_event_history` trims the front of the tracker: a window starting at the
+/// session start's own metadata slot, or among a new session's carried-over slots, keeps
+/// the identity it shows.
+#[tokio::test]
+async fn a_tracker_trimmed_at_the_sessions_start_keeps_its_identity() {
+    let app = spawn_app().await;
+    let mut c = asked(&app, "trimmed-start").await;
+    c.user("yes", "affirm", &[]);
+    let mut request = c.request("apply_subscription_change");
+    // [metadata, action_session_start, session_started, metadata, action_listen, ...]:
+    // the window starts at the second metadata slot.
+    let events = request["tracker"]["events"].as_array_mut().unwrap();
+    assert_eq!(events[3]["name"], "session_started_metadata");
+    events.drain(..3);
+    let (status, body) = app.webhook(&request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_outcome(&outcome_of(&body), "applied", None);
+    assert_changed_once(&app).await;
+    // A later session's carried-over slots, the metadata among them, at the window's start.
+    let mut c = Chat::new("trimmed-carried", Some("acct-7"));
+    c.user("hi", "greet", &[]);
+    c.session_start(json!({"account_id": "acct-7"}));
+    let mut request = c.request("list_subscriptions");
+    let events = request["tracker"]["events"].as_array_mut().unwrap();
+    let start = events
+        .iter()
+        .position(|e| e["event"] == "session_started")
+        .unwrap();
+    events.drain(..=start);
+    events.insert(
+        0,
+        json!({"event": "slot", "timestamp": 1.0, "name": "change_status", "value": null}),
+    );
+    let (_, body) = app.webhook(&request).await;
+    assert_eq!(
+        slot_in(&body, "subscriptions").map(|s| s.is_array()),
+        Some(true),
+        "{body}"
+    );
 }

@@ -22,7 +22,7 @@ impl Action for ListSubscriptions {
         let account = account(tracker, &guard.config().identity)
             .map_err(|e| ActionError::rejected(e.to_string()))?;
         let Some(account) = account else {
-            return Ok(outcome_events(&Outcome::denied(), dispatcher));
+            return Ok(outcome_events(&Outcome::not_authenticated(), dispatcher));
         };
         let subscriptions = match guard.client().list(&account).await {
             Ok(list) => list,

@@ -67,7 +67,7 @@ impl SelectSubscriptionChange {
         let guard = &self.0;
         let tracker = call.tracker;
         let Some(account) = account else {
-            return (Outcome::denied(), None);
+            return (Outcome::not_authenticated(), None);
         };
         let Some(id) = tracker
             .slots
@@ -84,8 +84,10 @@ impl SelectSubscriptionChange {
                 return (Outcome::blocked(Reason::ServiceUnavailable), None);
             }
         };
+        // Another account's subscription gets the answer a made-up id gets: nothing tells
+        // a stranger which ids exist (CONTRACT.md section 4, Selecting).
         if record.account != account {
-            return (Outcome::denied(), None);
+            return (Outcome::blocked(Reason::UnknownSubscription), None);
         }
         let change_type = tracker.slots.get_str("change_type").unwrap_or("");
         match current_terms(&record, change_type) {

@@ -21,7 +21,7 @@ impl Action for CheckSubscriptionChange {
         let account = account(tracker, &guard.config().identity)
             .map_err(|e| ActionError::rejected(e.to_string()))?;
         let outcome = match account.clone() {
-            None => Outcome::denied(),
+            None => Outcome::not_authenticated(),
             Some(account) => {
                 let store = guard.store();
                 let op = store

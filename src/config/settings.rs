@@ -296,6 +296,24 @@ impl Settings {
                 .or_else(|| consent.and_then(|c| c.confirm_slot.clone()))
                 .filter(|s| !s.is_empty()),
         };
+        // A secret that is set but empty is a mistake, never "no signing" (CONTRACT.md
+        // section 2). clap drops an empty environment value, so the variable is read too.
+        let empty_env = std::env::var_os("ACTIONGATE_SIGNING_SECRET").is_some_and(|v| v.is_empty());
+        let signing_secret = args
+            .signing_secret
+            .clone()
+            .or_else(|| consent.and_then(|c| c.signing_secret.clone()));
+        if empty_env
+            || signing_secret
+                .as_deref()
+                .is_some_and(|s| s.trim().is_empty())
+        {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.consent.signing_secret",
+                "the signing secret is set but empty; set a secret, or unset it to trust unsigned account ids",
+            ));
+        }
         if !(0.0..=1.0).contains(&signals.min_confidence) {
             return Err(ConfigError::new(
                 path,
@@ -411,11 +429,7 @@ impl Settings {
                         .clone()
                         .or_else(|| consent.and_then(|c| c.account_key.clone()))
                         .unwrap_or_else(|| "account_id".to_owned()),
-                    signing_secret: args
-                        .signing_secret
-                        .clone()
-                        .or_else(|| consent.and_then(|c| c.signing_secret.clone()))
-                        .filter(|s| !s.is_empty()),
+                    signing_secret,
                     claim: consent
                         .and_then(|c| c.account_claim.clone())
                         .unwrap_or_else(|| "sub".to_owned()),

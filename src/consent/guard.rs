@@ -184,7 +184,10 @@ pub fn check_conversation(
     config: &ConsentConfig,
 ) -> Result<Confirmation, Outcome> {
     // 1. An authenticated account, as the session's start wrote it.
-    let account = inputs.account.clone().ok_or_else(Outcome::denied)?;
+    let account = inputs
+        .account
+        .clone()
+        .ok_or_else(Outcome::not_authenticated)?;
     // 2. A change in memory.
     let tag = inputs
         .memory

@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
-use crate::conversation::{self, MalformedEvent};
+use crate::conversation::{self, MalformedEvent, SessionIdentity};
 use actionserver::Tracker;
 
 /// How the account is read.
@@ -35,30 +35,48 @@ impl Default for IdentityConfig {
 /// The slot Rasa fills with the metadata of the session's start.
 pub const SESSION_METADATA_SLOT: &str = "session_started_metadata";
 
-/// The authenticated account of this conversation, if any (CONTRACT.md section 2). Only
-/// the value a session's start wrote counts: a `slot` event for the metadata anywhere else
-/// (since the latest restart) makes the identity untrusted (`None`), whatever it says.
+/// The authenticated account of this conversation, if any (CONTRACT.md section 2): the
+/// value the current session's start wrote (which a `/restart` does not undo), or, when no
+/// such write is in view (Rasa trimmed the front), the slot's value now. A write of the
+/// metadata anywhere else in the current session makes the identity untrusted (`None`),
+/// whatever it says.
 pub fn account(
     tracker: &Tracker<'_>,
     config: &IdentityConfig,
 ) -> Result<Option<String>, MalformedEvent> {
-    let Some(value) = tracker
-        .get_slot(SESSION_METADATA_SLOT)
-        .and_then(|m| m.get(&config.account_key))
+    let metadata = match conversation::session_identity(&tracker.events, SESSION_METADATA_SLOT)? {
+        SessionIdentity::Rewritten => {
+            tracing::warn!(
+                sender = %tracker.sender_id,
+                "the session's identity was written outside the session's start; it is not trusted"
+            );
+            return Ok(None);
+        }
+        SessionIdentity::Started(Some(written)) => {
+            // The slot may be null (a restart resets it) but never something else.
+            let now = tracker.get_slot(SESSION_METADATA_SLOT);
+            if now.is_some_and(|now| !now.is_null() && *now != written) {
+                tracing::warn!(
+                    sender = %tracker.sender_id,
+                    "the session's identity in the slots is not what its start wrote; it is not trusted"
+                );
+                return Ok(None);
+            }
+            written
+        }
+        SessionIdentity::Started(None) => tracker
+            .get_slot(SESSION_METADATA_SLOT)
+            .cloned()
+            .unwrap_or(Value::Null),
+    };
+    let Some(value) = metadata
+        .get(&config.account_key)
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|v| !v.is_empty())
     else {
         return Ok(None);
     };
-    let events = tracker.events_after_latest_restart();
-    if conversation::written_outside_a_session_start(events, SESSION_METADATA_SLOT)? {
-        tracing::warn!(
-            sender = %tracker.sender_id,
-            "the session's identity was written outside a session's start; it is not trusted"
-        );
-        return Ok(None);
-    }
     Ok(match &config.signing_secret {
         None => Some(value.to_owned()),
         Some(secret) => verify_hs256(value, secret.as_bytes(), &config.claim, now_secs()),

@@ -48,6 +48,8 @@ impl Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
+    /// No trusted account for the conversation (CONTRACT.md section 2).
+    NotAuthenticated,
     NotOwner,
     NotSelected,
     MemoryUntrusted,
@@ -76,6 +78,7 @@ pub enum Reason {
 impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::NotAuthenticated => "not_authenticated",
             Self::NotOwner => "not_owner",
             Self::NotSelected => "not_selected",
             Self::MemoryUntrusted => "memory_untrusted",
@@ -104,6 +107,7 @@ impl Reason {
     /// A sentence for the customer.
     fn explanation(self) -> &'static str {
         match self {
+            Self::NotAuthenticated => "I can't tell who you are in this conversation; please sign in again and I will carry on.",
             Self::NotOwner => "That subscription can't be changed from this conversation.",
             Self::NotSelected => "No change has been prepared yet; tell me which subscription and which change.",
             Self::MemoryUntrusted => "The change I have in mind was not prepared by me; let me look it up again.",
@@ -162,10 +166,20 @@ impl Outcome {
         }
     }
 
+    /// Step 12: the subscription is not the account's.
     pub fn denied() -> Self {
+        Self::denied_for(Reason::NotOwner)
+    }
+
+    /// Step 1: no trusted account.
+    pub fn not_authenticated() -> Self {
+        Self::denied_for(Reason::NotAuthenticated)
+    }
+
+    fn denied_for(reason: Reason) -> Self {
         Self {
             status: Status::Denied,
-            reason: Some(Reason::NotOwner),
+            reason: Some(reason),
             effects: 0,
             current: None,
             why: None,
