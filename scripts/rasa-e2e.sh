@@ -8,6 +8,11 @@
 # 2. trains the assistant in assistant/ once (a few seconds: keyword intents, regex
 #    entities, rules only), and once the misrouted variant (below), when that set-up runs;
 # 3. builds target/debug/actiongate;
+#    then, against the first `rasa run` of the assistant, the NLU check: every reply in
+#    tests/conversations/nlu/replies.yml goes through POST /model/parse, and the check
+#    fails if a reply listed under not_affirm (a negation, a hedge, a question back) comes
+#    back affirm, or one listed under affirm comes back anything else or below 0.8 (one
+#    test in the totals; E2E_NLU=0 skips it);
 # 4. runs every conversation file in three set-ups, each against a real `rasa run`:
 #      plain       Rasa -> actiongate, plain JSON;
 #      compressed  Rasa started with COMPRESS_ACTION_SERVER_REQUEST=true (deflate bodies);
@@ -21,14 +26,17 @@
 #    and the files of MISROUTED_FILES (below) in a fourth:
 #      misrouted   plain, but Rasa runs tests/assistant-misrouted/: assistant/ with
 #                  data/replies.yml replaced by rules that send every yes and every no to
-#                  apply_subscription_change, wherever they come. Those conversations
-#                  check only what must hold whatever the routing does (nothing applied
-#                  without a yes to the current question, the service's record as
-#                  expected), so they pass only if actiongate alone refuses. The others
-#                  need the correct routing and cannot pass there. A file joins by being
-#                  listed in MISROUTED_FILES; when files are named on the command line,
-#                  those of them in the list run here. (About 9 s more: one training, ~4 s,
-#                  one `rasa run`, ~3 s, three files.)
+#                  apply_subscription_change, wherever they come, and data/nlu.yml by the
+#                  keyword order from before issue 22, which reads "No, don't do it",
+#                  "I'm not sure", "Are you sure?" and the like as affirm. Those
+#                  conversations check only what must hold whatever the routing and the
+#                  reading do (nothing applied without a plain yes to the current
+#                  question, the service's record as expected), so they pass only if
+#                  actiongate alone refuses. The others need the correct routing and
+#                  cannot pass there. A file joins by being listed in MISROUTED_FILES;
+#                  when files are named on the command line, those of them in the list
+#                  run here. (About 15 s more: one training, ~4 s, one `rasa run`, ~3 s,
+#                  six files.)
 #    Each file gets a freshly seeded actiongate (its own --data-dir), because the
 #    conversations change the subscription records. `actiongate converse` drives Rasa's
 #    REST channel, checks Rasa's trackers and the service's records.
@@ -38,7 +46,8 @@
 #    Mantle tests together); exits non-zero if any failed or any set-up could not run.
 #
 # Environment: RASA_VENV (venv path), E2E_SKIP_BUILD=1 (use the existing binary),
-# E2E_ACTIONGATE (another actiongate binary; implies no build),
+# E2E_ACTIONGATE (another actiongate binary; implies no build), E2E_NLU=0 (skip the NLU
+# check),
 # E2E_VARIANTS="plain compressed token misrouted console" (which set-ups), E2E_KEEP=1 (keep the
 # work dir with all logs).
 set -euo pipefail
@@ -60,7 +69,13 @@ MISROUTED_FILES=(
   tests/conversations/declined_and_denied.yml
   tests/conversations/no_then_ok_thanks.yml
   tests/conversations/no_asked_again_yes.yml
+  tests/conversations/replies_not_a_yes.yml
+  tests/conversations/reminder_before_the_yes.yml
+  tests/conversations/button_click.yml
 )
+
+# The replies the trained assistant must (affirm) and must not (not_affirm) read as a yes.
+NLU_REPLIES="tests/conversations/nlu/replies.yml"
 
 if [ "$#" -gt 0 ]; then
   FILES=("$@")
@@ -186,7 +201,7 @@ if [[ " $VARIANTS " == *" misrouted "* ]] && [ "${#MISROUTED_RUN[@]}" -gt 0 ]; t
   log "training the misrouted variant (tests/assistant-misrouted/)"
   started=$SECONDS
   if ! (cd "$ROOT" && "$RASA" train --domain assistant/domain --config assistant/config.yml \
-    --data assistant/data/nlu.yml assistant/data/rules.yml tests/assistant-misrouted/data \
+    --data assistant/data/nlu_requests.yml assistant/data/rules.yml tests/assistant-misrouted/data \
     --out "$WORK/models" --fixed-model-name assistant-misrouted) >"$WORK/train-misrouted.log" 2>&1; then
     show_log "$WORK/train-misrouted.log"
     log "training the misrouted variant failed"
@@ -315,6 +330,54 @@ stop_rasa() {
 TOTAL_PASSED=0
 TOTAL_FAILED=0
 
+# check_nlu: the NLU check (above) against the running Rasa, once
+NLU_CHECKED=0
+check_nlu() {
+  [ "${E2E_NLU:-1}" = "1" ] && [ "$NLU_CHECKED" = "0" ] || return 0
+  NLU_CHECKED=1
+  log "[nlu] $NLU_REPLIES through POST /model/parse"
+  local out="$WORK/nlu.out" rc
+  set +e
+  "$PY" - "$RASA_URL" "$ROOT/$NLU_REPLIES" >"$out" 2>&1 <<'PYEOF'
+import json, sys, urllib.request
+import yaml
+
+url, path = sys.argv[1], sys.argv[2]
+with open(path, encoding="utf-8") as f:
+    doc = yaml.safe_load(f) or {}
+unknown = sorted(set(doc) - {"affirm", "not_affirm"})
+if unknown or not doc.get("affirm") or not doc.get("not_affirm"):
+    sys.exit(f"{path}: expected two non-empty lists, affirm and not_affirm (unknown: {unknown})")
+misread = 0
+for expect in ("affirm", "not_affirm"):
+    for text in doc[expect]:
+        request = urllib.request.Request(
+            url + "/model/parse", method="POST", data=json.dumps({"text": text}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            intent = json.load(answer).get("intent") or {}
+        name, confidence = intent.get("name"), intent.get("confidence") or 0.0
+        if expect == "affirm":
+            ok = name == "affirm" and confidence >= 0.8
+        else:
+            ok = name != "affirm"
+        misread += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {expect:<10} -> {name!s:<18} {confidence:.2f}  {text}")
+print(f"{misread} misread")
+sys.exit(1 if misread else 0)
+PYEOF
+  rc=$?
+  set -e
+  sed "s/^/  [nlu] /" "$out"
+  if [ "$rc" = "0" ]; then
+    echo "PASS $NLU_REPLIES"
+    TOTAL_PASSED=$((TOTAL_PASSED + 1))
+  else
+    echo "FAIL $NLU_REPLIES"
+    TOTAL_FAILED=$((TOTAL_FAILED + 1))
+  fi
+}
+
 # run_files VARIANT ENDPOINTS_FILE [extra serve args...]: every file of RUN_FILES against
 # a fresh actiongate, which reads the same endpoints file as Rasa
 RUN_FILES=("${FILES[@]}")
@@ -409,15 +472,18 @@ for variant in $VARIANTS; do
   case "$variant" in
     plain)
       start_rasa plain "$WORK/endpoints.yml" "$MODEL" || { FAILED_SETUP=1; stop_rasa; continue; }
+      check_nlu
       run_files plain "$WORK/endpoints.yml"
       ;;
     compressed)
       start_rasa compressed "$WORK/endpoints.yml" "$MODEL" COMPRESS_ACTION_SERVER_REQUEST=true ||
         { FAILED_SETUP=1; stop_rasa; continue; }
+      check_nlu
       run_files compressed "$WORK/endpoints.yml"
       ;;
     token)
       start_rasa token "$WORK/endpoints-token.yml" "$MODEL" || { FAILED_SETUP=1; stop_rasa; continue; }
+      check_nlu
       # the server must refuse a call without the token (CONTRACT.md, section 0)
       if start_actiongate token-check "$WORK/endpoints-token.yml" --auth-token "$TOKEN"; then
         status="$(http_status POST "$AG_URL/webhook")"
@@ -459,6 +525,16 @@ for variant in $VARIANTS; do
   esac
   stop_rasa
 done
+
+# The NLU check, when no set-up above ran the assistant's own model
+if [ "${E2E_NLU:-1}" = "1" ] && [ "$NLU_CHECKED" = "0" ]; then
+  if start_rasa nlu "$WORK/endpoints.yml" "$MODEL"; then
+    check_nlu
+  else
+    FAILED_SETUP=1
+  fi
+  stop_rasa
+fi
 
 # ---------------------------------------------------------------------------------------
 # 5. The Mantle forwarder (skills/subscription_change/tools.py) against actiongate

@@ -83,6 +83,41 @@ pub struct ServicePut {
     pub body: Value,
 }
 
+/// An intent to trigger before a user message: `POST
+/// {rasa}/conversations/{sender}/trigger_intent` with `{"name", "entities"}`, as a reminder
+/// or another system would (Rasa records it as an external `user` event, not the
+/// customer's, and runs what its rules answer).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerIntent {
+    /// The intent, e.g. `EXTERNAL_still_there`; it must be in the assistant's domain.
+    pub name: String,
+    /// Entities to pass along (a mapping of entity to value, or Rasa's list form).
+    #[serde(default)]
+    pub entities: Option<Value>,
+    /// The response the bot must answer the intent with, e.g. `utter_still_there`.
+    #[serde(default)]
+    pub utter: Option<String>,
+}
+
+impl TriggerIntent {
+    /// The request body for Rasa's `trigger_intent`.
+    pub(super) fn body(&self) -> Value {
+        let mut body = json!({ "name": self.name });
+        if let Some(entities) = &self.entities {
+            body["entities"] = entities.clone();
+        }
+        body
+    }
+
+    pub(super) fn describe(&self) -> String {
+        match &self.utter {
+            Some(utter) => format!("{TRIGGER_INTENT_KEY}: {} (answered by {utter})", self.name),
+            None => format!("{TRIGGER_INTENT_KEY}: {}", self.name),
+        }
+    }
+}
+
 /// A check of a service record: `GET {service}{path}` answers a JSON object in which
 /// every one of `fields` has the given value.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -122,12 +157,15 @@ pub enum Step {
     User {
         text: String,
         /// Test-case metadata merged with the step's (the step wins), without
-        /// `actiongate_service_put` and `actiongate_service_expect`.
+        /// `actiongate_service_put`, `actiongate_service_expect` and
+        /// `actiongate_trigger_intent`.
         metadata: Map<String, Value>,
         /// Service records to check before the message (and before `service_puts`).
         service_expects: Vec<ServiceExpect>,
         /// Service updates to make before sending the message.
         service_puts: Vec<ServicePut>,
+        /// Intents to trigger after `service_puts`, right before the message.
+        triggers: Vec<TriggerIntent>,
     },
     Bot(String),
     Utter(String),
@@ -144,6 +182,13 @@ pub enum Step {
 impl Step {
     pub(super) fn describe(&self) -> String {
         match self {
+            Step::User { text, triggers, .. } if !triggers.is_empty() => {
+                let names: Vec<&str> = triggers.iter().map(|t| t.name.as_str()).collect();
+                format!(
+                    "user: {text} (after {TRIGGER_INTENT_KEY}: {})",
+                    names.join(", ")
+                )
+            }
             Step::User { text, .. } => format!("user: {text}"),
             Step::Bot(text) => format!("bot: {text}"),
             Step::Utter(name) => format!("utter: {name}"),
@@ -218,6 +263,12 @@ pub fn parse_test_file(path: &Path, text: &str) -> Result<TestFile, ConverseErro
                          name it on the user step before which the service changes, not on the test case"
                     )));
                 }
+                if values.contains_key(TRIGGER_INTENT_KEY) {
+                    return Err(format(format!(
+                        "test case `{case_name}`: metadata `{name}` carries {TRIGGER_INTENT_KEY}; \
+                         name it on the user step before which the bot is to speak, not on the test case"
+                    )));
+                }
                 let mut values = values.clone();
                 let expects = match values.remove(SERVICE_EXPECT_KEY) {
                     None => Vec::new(),
@@ -282,6 +333,7 @@ pub(super) fn convert_step(
         let mut merged = case_metadata.clone();
         let mut service_puts = Vec::new();
         let mut service_expects = Vec::new();
+        let mut triggers = Vec::new();
         if let Some(name) = &raw.metadata {
             let values = metadata.get(name).ok_or_else(|| {
                 format!("names metadata `{name}`, which the file does not define")
@@ -293,6 +345,9 @@ pub(super) fn convert_step(
                 } else if key == SERVICE_EXPECT_KEY {
                     service_expects = parse_service_expects(value)
                         .map_err(|e| format!("metadata `{name}`: {SERVICE_EXPECT_KEY}: {e}"))?;
+                } else if key == TRIGGER_INTENT_KEY {
+                    triggers = parse_triggers(value)
+                        .map_err(|e| format!("metadata `{name}`: {TRIGGER_INTENT_KEY}: {e}"))?;
                 } else {
                     merged.insert(key.clone(), value.clone());
                 }
@@ -303,6 +358,7 @@ pub(super) fn convert_step(
             metadata: merged,
             service_expects,
             service_puts,
+            triggers,
         }]);
     }
     if let Some(text) = raw.bot {
@@ -350,6 +406,33 @@ pub(super) fn parse_service_puts(value: &Value) -> Result<Vec<ServicePut>, Strin
         puts.push(put);
     }
     Ok(puts)
+}
+
+pub(super) fn parse_triggers(value: &Value) -> Result<Vec<TriggerIntent>, String> {
+    let items: Vec<Value> = match value {
+        Value::Array(items) => items.clone(),
+        other => vec![other.clone()],
+    };
+    if items.is_empty() {
+        return Err("an empty list".to_owned());
+    }
+    let mut triggers = Vec::new();
+    for item in items {
+        let trigger: TriggerIntent = serde_json::from_value(item).map_err(|e| e.to_string())?;
+        if trigger.name.trim().is_empty() {
+            return Err("no intent name".to_owned());
+        }
+        if let Some(entities) = &trigger.entities {
+            if !(entities.is_object() || entities.is_array()) {
+                return Err(format!(
+                    "intent `{}`: entities must be a mapping or a list",
+                    trigger.name
+                ));
+            }
+        }
+        triggers.push(trigger);
+    }
+    Ok(triggers)
 }
 
 pub(super) fn parse_service_expects(value: &Value) -> Result<Vec<ServiceExpect>, String> {
@@ -434,9 +517,11 @@ test_cases:
                 metadata,
                 service_puts,
                 service_expects,
+                triggers,
             } => {
                 assert_eq!(text, "Please stop the renewal of WS-SUB-3304");
                 assert!(service_expects.is_empty());
+                assert!(triggers.is_empty());
                 assert_eq!(metadata.get("account_id"), Some(&json!("acct-7")));
                 assert!(service_puts.is_empty());
             }
@@ -660,6 +745,101 @@ test_cases:
             Step::User { service_puts, .. } => assert_eq!(service_puts.len(), 2),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn intents_to_trigger_before_a_user_message() {
+        let text = r#"
+metadata:
+  - acct_7:
+      account_id: acct-7
+  - reminded:
+      actiongate_trigger_intent: {name: EXTERNAL_still_there, utter: utter_still_there}
+      actiongate_service_expect: {path: /v1/subscriptions/A, fields: {revision: 4}}
+      channel: web
+  - twice:
+      actiongate_trigger_intent:
+        - {name: EXTERNAL_still_there}
+        - {name: subscription_change_decided, entities: {change_status: applied}}
+test_cases:
+  - test_case: t
+    metadata: acct_7
+    steps:
+      - user: "Please stop the renewal of WS-SUB-3304"
+      - user: "yes"
+        metadata: reminded
+      - user: "yes"
+        metadata: twice
+"#;
+        let file = parse(text).expect("parses");
+        let users: Vec<_> = file.cases[0]
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::User {
+                    metadata,
+                    service_expects,
+                    triggers,
+                    ..
+                } => (metadata, service_expects, triggers),
+                other => panic!("not a user step: {other:?}"),
+            })
+            .collect();
+        assert!(users[0].2.is_empty());
+        assert_eq!(
+            users[1].2,
+            &vec![TriggerIntent {
+                name: "EXTERNAL_still_there".into(),
+                entities: None,
+                utter: Some("utter_still_there".into()),
+            }]
+        );
+        // the other keys of the entry still work, and the key is not sent along
+        assert_eq!(users[1].1.len(), 1);
+        assert_eq!(users[1].0.get("channel"), Some(&json!("web")));
+        assert_eq!(users[1].0.get("account_id"), Some(&json!("acct-7")));
+        assert!(!users[1].0.contains_key(TRIGGER_INTENT_KEY));
+        assert_eq!(users[2].2.len(), 2);
+        assert_eq!(
+            users[2].2[1].entities,
+            Some(json!({"change_status": "applied"}))
+        );
+        assert_eq!(
+            file.cases[0].steps[1].describe(),
+            "user: yes (after actiongate_trigger_intent: EXTERNAL_still_there)"
+        );
+        // a trigger alone does not need the service
+        let alone = "metadata:\n  - m:\n      actiongate_trigger_intent: {name: EXTERNAL_x}\ntest_cases:\n  - test_case: t\n    steps:\n      - user: hi\n        metadata: m\n";
+        assert!(!parse(alone).expect("parses").cases[0].uses_service());
+
+        let on_step = |trigger: &str| {
+            format!(
+                "metadata:\n  - m:\n      actiongate_trigger_intent: {trigger}\ntest_cases:\n  - test_case: t\n    steps:\n      - user: hi\n        metadata: m\n"
+            )
+        };
+        let bad = [
+            // no name
+            "{utter: utter_still_there}",
+            "{name: \"  \"}",
+            // an unknown key
+            "{name: EXTERNAL_x, text: hi}",
+            // entities neither a mapping nor a list
+            "{name: EXTERNAL_x, entities: applied}",
+            // an empty list
+            "[]",
+            // not an object
+            "EXTERNAL_x",
+        ];
+        for trigger in bad {
+            let text = on_step(trigger);
+            assert!(
+                matches!(parse(&text), Err(ConverseError::Format { .. })),
+                "accepted: {text}"
+            );
+        }
+        // on the test case's metadata (which goes with every message): refused
+        let on_case = "metadata:\n  - m:\n      actiongate_trigger_intent: {name: EXTERNAL_x}\ntest_cases:\n  - test_case: t\n    metadata: m\n    steps:\n      - user: hi\n";
+        assert!(matches!(parse(on_case), Err(ConverseError::Format { .. })));
     }
 
     #[test]

@@ -35,7 +35,18 @@
 //!   case unless every named top-level field of the answer equals the given value
 //!   (numbers by value). Named by the test case (its `metadata:`, which also goes with
 //!   every message), it is checked once after the last step. Either way the key is left
-//!   out of the message metadata, and Rasa Pro passes it on as inert metadata.
+//!   out of the message metadata, and Rasa Pro passes it on as inert metadata;
+//! * the bot can be made to say something between two user messages, as a reminder or
+//!   another system does: a metadata entry may carry the key `actiongate_trigger_intent`,
+//!   `{"name": "EXTERNAL_still_there", "entities": {...}, "utter": "utter_still_there"}`
+//!   (or a list of them; `entities` and `utter` optional). Named by a user step, the
+//!   runner sends `POST /conversations/{sender}/trigger_intent` with the name and the
+//!   entities before that message (after the step's `actiongate_service_expect` and
+//!   `actiongate_service_put`), so Rasa records the intent as an external `user` event
+//!   (`EXTERNAL: ...`, not the customer's) and runs what its rules answer; with `utter`,
+//!   the test case fails unless that answer holds a bot message of the response. The key
+//!   is left out of the message metadata (Rasa Pro passes it on as inert metadata, and
+//!   would not trigger anything).
 //!
 //! A test case stops at its first failing turn; the failure is printed as a per-step diff
 //! (expected steps, marked, and the turn's actual bot and slot events). The last line of
@@ -45,7 +56,9 @@ mod file;
 mod runner;
 mod turn;
 
-pub use file::{parse_test_file, ServiceExpect, ServicePut, Step, TestCase, TestFile};
+pub use file::{
+    parse_test_file, ServiceExpect, ServicePut, Step, TestCase, TestFile, TriggerIntent,
+};
 pub use runner::run;
 pub use turn::{latest_turn, match_turn, StepMatch, TurnEvent};
 #[allow(unused_imports)] // what the sibling modules share through `super::*`
@@ -65,6 +78,10 @@ pub const SERVICE_PUT_KEY: &str = "actiongate_service_put";
 /// The metadata key naming the service records to check: before a user message (on a
 /// user step's entry) or after the last step (on the test case's entry).
 pub const SERVICE_EXPECT_KEY: &str = "actiongate_service_expect";
+
+/// The metadata key naming the intents to trigger (Rasa's `trigger_intent`) before a user
+/// message.
+pub const TRIGGER_INTENT_KEY: &str = "actiongate_trigger_intent";
 
 /// What `actiongate converse` was asked to run.
 #[derive(Debug, Clone)]

@@ -150,6 +150,7 @@ impl Runner<'_> {
                 metadata,
                 service_expects,
                 service_puts,
+                triggers,
             }) = user
             {
                 for expect in service_expects {
@@ -159,6 +160,11 @@ impl Runner<'_> {
                 }
                 for put in service_puts {
                     self.service_put(put).await?;
+                }
+                for trigger in triggers {
+                    self.trigger_intent(&sender, trigger)
+                        .await
+                        .map_err(|e| format!("sender: {sender}\n  before user: {text}\n{e}"))?;
                 }
                 self.send(&sender, text, metadata).await?;
             }
@@ -280,6 +286,35 @@ impl Runner<'_> {
             .map(|_| ())
     }
 
+    /// Triggers the intent in the conversation (Rasa's `trigger_intent`); with `utter`,
+    /// checks that the bot answered it with that response. The error is a report.
+    async fn trigger_intent(&self, sender: &str, trigger: &TriggerIntent) -> Result<(), String> {
+        let path = format!(
+            "/conversations/{}/trigger_intent",
+            percent_encoding::utf8_percent_encode(sender, NOT_UNRESERVED)
+        );
+        let url = self.rasa_url(&path, &[]);
+        let response = self
+            .client
+            .post(&url)
+            .json(&trigger.body())
+            .send()
+            .await
+            .map_err(|e| format!("  triggering {} failed: POST {url}: {e}", trigger.name))?;
+        expect_success(
+            &format!("  triggering {}", trigger.name),
+            "POST",
+            &url,
+            response,
+        )
+        .await?;
+        if trigger.utter.is_none() {
+            return Ok(());
+        }
+        let events = self.tracker_events(sender).await?;
+        triggered_turn_check(trigger, &latest_turn(&events))
+    }
+
     async fn send(
         &self,
         sender: &str,
@@ -327,6 +362,35 @@ impl Runner<'_> {
     }
 }
 
+/// With `utter`, the turn that followed a triggered intent must hold a bot message of that
+/// response; the error is a report showing the turn.
+pub(super) fn triggered_turn_check(
+    trigger: &TriggerIntent,
+    turn: &[TurnEvent],
+) -> Result<(), String> {
+    let Some(want) = &trigger.utter else {
+        return Ok(());
+    };
+    let answered = turn.iter().any(|event| {
+        matches!(event, TurnEvent::Bot { utter_action, .. }
+            if utter_action.as_deref() == Some(want.as_str()))
+    });
+    if answered {
+        return Ok(());
+    }
+    let mut report = format!(
+        "  - MISSING {}\n  the bot's answer to it:\n",
+        trigger.describe()
+    );
+    if turn.is_empty() {
+        report.push_str("    (no bot or slot events)\n");
+    }
+    for event in turn {
+        report.push_str(&format!("    {}\n", event.describe()));
+    }
+    Err(report.trim_end().to_owned())
+}
+
 pub(super) async fn expect_success(
     what: &str,
     method: &str,
@@ -362,6 +426,46 @@ mod tests {
             "{a}"
         );
         assert_eq!(encode_query("a b&c"), "a%20b%26c");
+    }
+
+    #[test]
+    fn a_triggered_intent_must_be_answered_with_the_named_response() {
+        let reminder = TriggerIntent {
+            name: "EXTERNAL_still_there".into(),
+            entities: None,
+            utter: Some("utter_still_there".into()),
+        };
+        let answered = [TurnEvent::Bot {
+            utter_action: Some("utter_still_there".into()),
+            text: Some("Are you still there?".into()),
+        }];
+        assert!(triggered_turn_check(&reminder, &answered).is_ok());
+        let silent: [TurnEvent; 0] = [];
+        let report = triggered_turn_check(&reminder, &silent).unwrap_err();
+        assert!(report.contains("MISSING actiongate_trigger_intent: EXTERNAL_still_there (answered by utter_still_there)"), "{report}");
+        assert!(report.contains("(no bot or slot events)"), "{report}");
+        let other = [TurnEvent::Bot {
+            utter_action: Some("utter_default".into()),
+            text: Some("Sorry".into()),
+        }];
+        assert!(triggered_turn_check(&reminder, &other)
+            .unwrap_err()
+            .contains("utter_default"));
+        // without `utter`, nothing is required of the answer
+        let unchecked = TriggerIntent {
+            utter: None,
+            ..reminder
+        };
+        assert!(triggered_turn_check(&unchecked, &silent).is_ok());
+        assert_eq!(unchecked.body(), json!({"name": "EXTERNAL_still_there"}));
+        let with_entities = TriggerIntent {
+            entities: Some(json!({"change_status": "applied"})),
+            ..unchecked
+        };
+        assert_eq!(
+            with_entities.body(),
+            json!({"name": "EXTERNAL_still_there", "entities": {"change_status": "applied"}})
+        );
     }
 
     #[test]
