@@ -78,6 +78,8 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
     }
     let mut conversation = Conversation::default();
     let mut current_action: Option<String> = None;
+    // How many of select's slots the current action has written, in select's order.
+    let mut answered = 0;
     let mut runs = 0usize;
     // Field -> (value, the select run that set it, or None for anything else).
     let mut memory: HashMap<&str, (Value, Option<usize>)> = HashMap::new();
@@ -199,6 +201,7 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                     runs += 1;
                 }
                 current_action = name.map(str::to_owned);
+                answered = 0;
             }
             EventKind::Slot => {
                 let name = text(&json, "name")?.unwrap_or("");
@@ -207,7 +210,15 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                     hear(value.as_bool(), &mut reply);
                 }
                 if let Some(field) = change_memory::ALL.iter().find(|f| **f == name) {
-                    let setter = (current_action.as_deref() == Some(SELECT)).then_some(runs);
+                    // Select's own: its five slots, once each, in the order it writes them.
+                    let setter = (current_action.as_deref() == Some(SELECT)
+                        && change_memory::ALL.get(answered) == Some(field))
+                    .then_some(runs);
+                    answered = if setter.is_some() {
+                        answered + 1
+                    } else {
+                        change_memory::ALL.len()
+                    };
                     memory.insert(field, (value, setter));
                 }
             }
@@ -336,6 +347,11 @@ pub fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
                 .is_none_or(|v| v.as_str() == Some(now))
         };
         if !(then("change_tag", tag_text)
+            && (!inputs.shows_subscription
+                || then(
+                    "change_subscription",
+                    memory.subscription.as_deref().unwrap_or(""),
+                ))
             && then("change_label", label)
             && then("change_effective", effective)
             && then("change_entitlements", entitlements))
@@ -350,10 +366,22 @@ pub fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
             return false;
         }
     }
+    // The subscription as memory names it, when the response shows it.
+    let named = memory.subscription.as_deref().unwrap_or("");
+    if inputs.shows_subscription && (named.is_empty() || !question.text.contains(named)) {
+        return false;
+    }
     let Some(reply) = inputs.conversation.reply.as_ref() else {
         return false;
     };
-    if reply.meaning != Meaning::Yes {
+    // The reply answers the question only: no other bot message came between them.
+    if reply.after_other_message.is_some() || reply.meaning != Meaning::Yes {
+        return false;
+    }
+    // A typed yes is a plain yes in its own words. The replies the fuzz targets write are
+    // "yes", "no", "/affirm" and "No, don't do it"; of the typed ones only "yes" is plain
+    // (the reader itself has its own tests and the reply corpus).
+    if reply.given == Given::Typed && reply.text != "yes" {
         return false;
     }
     let (Some(asked), Some(replied)) = (question.timestamp, reply.timestamp) else {
@@ -366,6 +394,9 @@ pub fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
     }
     if record.account != account || record.id != tag.subscription || record.revision != tag.revision
     {
+        return false;
+    }
+    if !named.is_empty() && named != record.display_name() {
         return false;
     }
     let Some(option) = record.option(&tag.change_type) else {

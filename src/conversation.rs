@@ -542,7 +542,7 @@ pub fn read(
             EventKind::Action if !select_found => {
                 let action = lite(position, event)?;
                 if action.name.as_deref() == Some(reading.select_action) {
-                    assign(&mut memory, &mut unassigned, Setter::Select);
+                    assign_to_select(&mut memory, &mut unassigned);
                     select_found = true;
                 } else {
                     assign(&mut memory, &mut unassigned, Setter::Other);
@@ -607,6 +607,29 @@ fn assign(
     for (field, value) in unassigned.drain(..) {
         memory.entry(field).or_insert((value, setter));
     }
+}
+
+/// Gives the slot events that followed a run of the select action to it as far as they are
+/// what it answers: its five change-memory slots, once each, in the order it writes them
+/// ([`change_memory::ALL`]). Any change-memory slot event after those (a flow's
+/// `set_slots`, the tracker-events API, both appending right after select's own events)
+/// was set by something else.
+fn assign_to_select(
+    memory: &mut HashMap<&'static str, (Value, Setter)>,
+    unassigned: &mut Vec<(&'static str, Value)>,
+) {
+    // Scanning back, `unassigned` holds the slot events last first.
+    let answered = unassigned
+        .iter()
+        .rev()
+        .zip(change_memory::ALL)
+        .take_while(|((field, _), expected)| field == expected)
+        .count();
+    let others = unassigned.len() - answered;
+    for (field, value) in unassigned.drain(..others) {
+        memory.entry(field).or_insert((value, Setter::Other));
+    }
+    assign(memory, unassigned, Setter::Select);
 }
 
 /// The values the named slots had when the event at `position` was sent: each one's latest

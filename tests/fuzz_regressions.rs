@@ -475,6 +475,7 @@ fn guard_case(case: &Value) -> (ApplyInputs, Subscription) {
             selected_memory,
         },
         template,
+        shows_subscription: case["shows_subscription"].as_bool().unwrap_or(false),
     };
     let record = serde_json::from_value(case["record"].clone()).expect("a record");
     (inputs, record)
@@ -569,6 +570,16 @@ fn guard_each_broken_fact_refuses() {
         ),
         ("/record/options/0/entitlements", json!("all benefits end")),
         ("/record/options/0/change_type", json!("downgrade")),
+        // The product or plan moved (with the revision kept, as only a provider whose
+        // revision is a fingerprint could show).
+        ("/record/product", json!("Wine Club")),
+        ("/record/plan", json!("yearly")),
+        // A bot message between the question and the reply; a typed reply that is not a
+        // plain yes.
+        ("/reply/after_other_message", json!("utter_still_there")),
+        ("/reply/text", json!("No, don't do it")),
+        // The response shows the subscription, and the question does not name it.
+        ("/shows_subscription", json!(true)),
     ];
     for (path, value) in breaks {
         let mut case = base.clone();

@@ -143,6 +143,7 @@ fn inputs(p: &Perturbation) -> ApplyInputs {
             selected_memory: (p.untrusted != 1).then_some(written),
         },
         template: None,
+        shows_subscription: false,
     }
 }
 
@@ -312,6 +313,8 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
     // Another bot message after the question and before the reply.
     let mut other = false;
     let mut current: Option<String> = None;
+    // How many of select's slots the current action has written, in select's order.
+    let mut answered = 0;
     let mut runs = 0;
     let mut setters: std::collections::HashMap<String, (Value, Option<usize>)> = Default::default();
     for (i, e) in events.iter().enumerate() {
@@ -353,6 +356,7 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
                     runs += 1;
                 }
                 current = Some(name);
+                answered = 0;
             }
             "slot" => {
                 let name = e["name"].as_str().unwrap();
@@ -367,8 +371,16 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
                     }
                 }
                 if actiongate::conversation::change_memory::ALL.contains(&name) {
-                    let by =
-                        (current.as_deref() == Some("select_subscription_change")).then_some(runs);
+                    // Select's own: its five slots, once each, in the order it writes them.
+                    let all = actiongate::conversation::change_memory::ALL;
+                    let by = (current.as_deref() == Some("select_subscription_change")
+                        && all.get(answered) == Some(&name))
+                    .then_some(runs);
+                    answered = if by.is_some() {
+                        answered + 1
+                    } else {
+                        all.len()
+                    };
                     setters.insert(name.to_owned(), (e["value"].clone(), by));
                 }
             }

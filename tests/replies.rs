@@ -539,6 +539,7 @@ fn a_question_rendered_from_another_tag_was_not_asked() {
                 .map(|(k, v)| ((*k).to_owned(), json!(v)))
                 .collect(),
             }),
+            shows_subscription: false,
         }
     };
     let config = ConsentConfig::default();
@@ -663,7 +664,8 @@ async fn a_yes_after_another_bot_message_answers_that_message() {
 }
 
 /// "Did it go through?" right after the question: waiting for a yes or a no to the terms in
-/// memory, nothing sent; the assistant asks the question again.
+/// memory, nothing sent; check asks the question again (Rasa renders it from memory), and
+/// the yes to that question counts.
 #[tokio::test]
 async fn check_between_the_question_and_its_reply_says_it_is_waiting() {
     let app = spawn_app().await;
@@ -678,12 +680,24 @@ async fn check_between_the_question_and_its_reply_says_it_is_waiting() {
         body["responses"][0]["response"],
         "utter_subscription_change_awaiting_reply"
     );
+    assert_eq!(
+        body["responses"][1]["response"],
+        "utter_confirm_subscription_change"
+    );
     assert_untouched(&app).await;
-    // Its yes came after another reply, so apply refuses it; asked again, it counts.
-    c.user("yes", "affirm", &[]);
-    assert_outcome(&c.apply(&app).await, "blocked", Some("not_confirmed"));
-    assert_untouched(&app).await;
-    c.ask_confirmation();
+    // Rasa renders the question again from memory: the yes to it counts.
+    let text = c.confirmation_text();
+    let asked_again = c
+        .events
+        .iter_mut()
+        .rev()
+        .find(|e| e["event"] == "bot")
+        .unwrap();
+    assert_eq!(
+        asked_again["metadata"]["utter_action"],
+        "utter_confirm_subscription_change"
+    );
+    asked_again["text"] = json!(text);
     assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
     // After the yes, check reports the outcome, not the wait.
     let (_, body) = c.run(&app, "check_subscription_change").await.unwrap();
@@ -782,4 +796,53 @@ async fn a_tracker_trimmed_at_the_sessions_start_keeps_its_identity() {
         Some(true),
         "{body}"
     );
+}
+
+/// The subscription's name is a term (issue 23): written by select alone, and named by
+/// the question as memory names it.
+#[tokio::test]
+async fn the_subscription_as_the_question_names_it_is_bound() {
+    let app = spawn_app().await;
+    let wine_club = json!("WS-SUB-7001 (Wine Club, quarterly)");
+    // A flow's set_slots (or the tracker-events API) right after select's own slot
+    // events, with no action between: not select's.
+    let mut c = Chat::new("renamed-after-select", Some("acct-7"));
+    c.user(
+        "please stop_renewal on WS-SUB-3304",
+        "request_change",
+        &[("subscription", STYLE_BOX), ("change_type", "stop_renewal")],
+    );
+    c.run(&app, "select_subscription_change").await.unwrap();
+    c.slot("change_subscription", wine_club.clone());
+    c.ask_confirmation();
+    assert!(c.confirmation_text().contains("Wine Club"));
+    assert_outcome(
+        &c.say_yes_and_apply(&app).await,
+        "blocked",
+        Some("memory_untrusted"),
+    );
+    assert_untouched(&app).await;
+    // Set by another action before the question, then select runs again before the
+    // yes: the memory is select's again, but the question named the Wine Club.
+    let mut c = Chat::new("renamed-before-question", Some("acct-7"));
+    c.user(
+        "please stop_renewal on WS-SUB-3304",
+        "request_change",
+        &[("subscription", STYLE_BOX), ("change_type", "stop_renewal")],
+    );
+    c.run(&app, "select_subscription_change").await.unwrap();
+    c.action("action_other");
+    c.slot("change_subscription", wine_club);
+    c.ask_confirmation();
+    c.run(&app, "select_subscription_change").await.unwrap();
+    assert_outcome(
+        &c.say_yes_and_apply(&app).await,
+        "blocked",
+        Some("question_incomplete"),
+    );
+    assert_untouched(&app).await;
+    // Named as select wrote it: the change is made.
+    let mut c = asked(&app, "named").await;
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    assert_changed_once(&app).await;
 }

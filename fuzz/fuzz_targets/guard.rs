@@ -247,8 +247,15 @@ fn inputs(u: &mut Unstructured, w: &World) -> Result<ApplyInputs> {
         _ => timestamp(u)?,
     };
     let reply = if keep(u)? {
+        let text = pick(u, &["yes", "no", "/affirm", "No, don't do it"])?;
         Some(Reply {
-            text: pick(u, &["yes", "no", "/affirm"])?,
+            // As the regression cases read it back: a payload starts with `/`.
+            given: if text.starts_with('/') {
+                Given::Payload
+            } else {
+                Given::Typed
+            },
+            text,
             timestamp: answered,
             message_id: maybe(u, &["m1", "m2"])?,
             meaning: if keep(u)? {
@@ -256,7 +263,6 @@ fn inputs(u: &mut Unstructured, w: &World) -> Result<ApplyInputs> {
             } else {
                 *u.choose(&[Meaning::No, Meaning::Unclear])?
             },
-            given: *u.choose(&[Given::Typed, Given::Payload])?,
             after_other_message: maybe(u, &["utter_still_there"])?,
         })
     } else {
@@ -302,6 +308,7 @@ fn inputs(u: &mut Unstructured, w: &World) -> Result<ApplyInputs> {
             selected_memory,
         },
         template,
+        shows_subscription: u.arbitrary()?,
     })
 }
 
@@ -406,7 +413,9 @@ fn as_json(inputs: &ApplyInputs, record: &Subscription) -> Value {
         "reply": c.reply.as_ref().map(|r| serde_json::json!({
             "text": r.text, "timestamp": time(r.timestamp), "message_id": r.message_id,
             "meaning": format!("{:?}", r.meaning).to_lowercase(),
+            "after_other_message": r.after_other_message,
         })),
+        "shows_subscription": inputs.shows_subscription,
         "template": inputs.template.as_ref().map(|t| serde_json::json!({
             "variations": t.variations, "values": t.values,
         })),

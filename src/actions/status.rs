@@ -7,6 +7,7 @@ use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult
 use crate::consent::identity::account;
 use crate::consent::{check_conversation, ApplyInputs, Guard, Outcome, Reason, Status, Terms};
 use crate::store::OpState;
+use actionserver::Message;
 
 pub struct CheckSubscriptionChange(pub Guard);
 
@@ -74,7 +75,13 @@ impl Action for CheckSubscriptionChange {
             None,
         )
         .await?;
-        Ok(outcome_events(&outcome, dispatcher))
+        let events = outcome_events(&outcome, dispatcher);
+        if outcome.reason == Some(Reason::AwaitingReply) {
+            // The question again, so the customer's next yes or no answers it: Rasa renders
+            // it from the change memory, which this action leaves as select wrote it.
+            dispatcher.utter(Message::response(&guard.config().confirm_response));
+        }
+        Ok(events)
     }
 }
 

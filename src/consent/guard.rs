@@ -74,6 +74,9 @@ pub struct ApplyInputs {
     /// The confirmation response's text, when the domain carries it and the question is
     /// checked against it (`consent.question: template`).
     pub template: Option<Template>,
+    /// Whether the confirmation response shows `{change_subscription}` (known when the
+    /// domain carries it): then the question must name the subscription as memory does.
+    pub shows_subscription: bool,
 }
 
 impl ApplyInputs {
@@ -90,16 +93,15 @@ impl ApplyInputs {
             signals: &config.signals,
         };
         let conversation = conversation::read(&events, &reading)?;
-        let template = match (&conversation.question, domain, config.question) {
-            (Some(asked), Some(domain), QuestionCheck::Template) => {
-                match question::variations(domain, &config.confirm_response) {
-                    None => None,
-                    Some(variations) => {
-                        let values =
-                            values_when_asked(tracker, domain, &events, asked, &variations)?;
-                        Some(Template { variations, values })
-                    }
-                }
+        let variations = domain.and_then(|d| question::variations(d, &config.confirm_response));
+        let shows_subscription = variations.as_ref().is_some_and(|vs| {
+            vs.iter()
+                .any(|v| question::placeholders(v).contains(&change_memory::SUBSCRIPTION))
+        });
+        let template = match (&conversation.question, domain, config.question, variations) {
+            (Some(asked), Some(domain), QuestionCheck::Template, Some(variations)) => {
+                let values = values_when_asked(tracker, domain, &events, asked, &variations)?;
+                Some(Template { variations, values })
             }
             _ => None,
         };
@@ -118,6 +120,7 @@ impl ApplyInputs {
             },
             conversation,
             template,
+            shows_subscription,
         })
     }
 }
@@ -170,6 +173,9 @@ fn values_when_asked(
 pub struct Confirmation {
     pub account: String,
     pub tag: Tag,
+    /// The subscription as the question named it (`change_subscription`), when known: it
+    /// must still be the service's product and plan (step 13).
+    pub subscription: Option<String>,
     pub terms: Terms,
     pub question: Question,
     pub reply: Reply,
@@ -288,7 +294,14 @@ pub fn check_conversation(
     let same_terms = asked_with(change_memory::LABEL, &terms.label)
         && asked_with(change_memory::EFFECTIVE, &terms.effective)
         && asked_with(change_memory::ENTITLEMENTS, &terms.entitlements);
-    if !(read_out && rendered && same_terms) {
+    // The subscription as memory names it, when the response shows it: read out, and the
+    // name the question was rendered with.
+    let subscription = inputs.memory.subscription.clone().unwrap_or_default();
+    let named = !inputs.shows_subscription
+        || (!subscription.is_empty()
+            && question.text.contains(subscription.as_str())
+            && asked_with(change_memory::SUBSCRIPTION, &subscription));
+    if !(read_out && rendered && same_terms && named) {
         return Err(Outcome::blocked(Reason::QuestionIncomplete));
     }
     // 10. The reply came within the window after the question; a little before it is
@@ -307,6 +320,7 @@ pub fn check_conversation(
     Ok(Confirmation {
         account,
         tag,
+        subscription: Some(subscription).filter(|s| !s.is_empty()),
         terms,
         question,
         reply,
@@ -361,7 +375,12 @@ pub fn compare_facts(
         .ok_or_else(Outcome::denied)?;
     // 13. Revision, label, date and entitlements unchanged.
     let current = current_terms(record, &confirmation.tag.change_type);
+    let same_name = confirmation
+        .subscription
+        .as_ref()
+        .is_none_or(|named| *named == record.display_name());
     let unchanged = record.revision == confirmation.tag.revision
+        && same_name
         && current.as_ref().is_some_and(|now| {
             now.label == confirmation.terms.label
                 && now.effective == confirmation.terms.effective
@@ -965,6 +984,8 @@ impl Guard {
                 change_type: held.change_type.clone(),
                 revision: held.revision,
             },
+            // The hold's stored terms and revision bind it; the name is not stored.
+            subscription: None,
             terms: terms.clone(),
             question: Question {
                 text: held.question.clone(),
