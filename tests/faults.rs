@@ -12,13 +12,16 @@ use serde_json::Value;
 
 const SUB: &str = "WS-SUB-3304";
 
-const CLEAR: [(&str, Option<&str>); 9] = [
+const CLEAR: [(&str, Option<&str>); 10] = [
     ("applied", None),
     ("blocked", Some("stale_at_service")),
     ("blocked", Some("service_unavailable")),
     ("blocked", Some("benefit_loss_hidden")),
     ("pending_verification", Some("outcome_unknown")),
     ("failed", Some("service_rejected")),
+    // An unknown outcome the service resolved: it never received the command, and fenced
+    // its key.
+    ("failed", Some("not_sent")),
     ("blocked", Some("not_answered")),
     ("denied", Some("not_owner")),
     ("blocked", Some("rate_limited")),
@@ -144,4 +147,104 @@ async fn the_record_moves_at_the_last_moment() {
 #[tokio::test]
 async fn reads_fail() {
     run(Fault::FailReads).await;
+}
+
+#[tokio::test]
+async fn the_command_is_lost_on_the_way() {
+    run(Fault::LoseCommands).await;
+}
+
+/// Issue 23's reconciler: a command the service is still processing is never declared
+/// failed. The client gives up after 0.5 s, the service makes the change after 2 s; the
+/// reconciler asks meanwhile (202 in flight: still pending), and afterwards (200: applied).
+#[tokio::test]
+async fn an_unknown_outcome_still_in_flight_stays_pending_until_the_service_answers() {
+    let app = spawn_app_with(
+        &[
+            "--subscriptions-timeout",
+            "0.5",
+            "--embedded-command-delay-ms",
+            "2000",
+        ],
+        |_| {},
+    )
+    .await;
+    let mut c = common::asked(&app, "slow-service").await;
+    c.user("yes", "affirm", &[]);
+    let request = c.request("apply_subscription_change");
+    let (_, body) = app.endpoint.webhook(&request).await.unwrap();
+    let first = outcome_of(&body);
+    assert_eq!(first["status"], "pending_verification", "{first}");
+    // Asked while the service still holds the command: in flight, so still unknown.
+    app.guard().reconcile_all(Duration::ZERO).await.unwrap();
+    let op = app
+        .store
+        .latest_for_sender("slow-service")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(op.state, actiongate::store::OpState::Unknown);
+    assert_eq!(app.revision(SUB).await, 4, "not made yet");
+    // Once the service has made it, the same question resolves it.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(app.revision(SUB).await, 5, "the service made it");
+    assert_eq!(app.guard().reconcile_all(Duration::ZERO).await.unwrap(), 1);
+    let (_, again) = app.endpoint.webhook(&request).await.unwrap();
+    assert_eq!(outcome_of(&again)["status"], "applied");
+    assert_eq!(app.revision(SUB).await, 5, "made once");
+}
+
+/// A command that never reached the service: the lookup finds nothing and fences the key
+/// (failed/not_sent), and the same command arriving late with that key changes nothing.
+#[tokio::test]
+async fn a_command_never_received_is_resolved_not_sent_and_its_key_fenced() {
+    let service = spawn_app().await;
+    let faulty = FaultyService::start(&service.service_url, Fault::Pass).await;
+    let app = spawn_app_with(
+        &[
+            "--subscriptions-url",
+            &faulty.url,
+            "--subscriptions-timeout",
+            "0.5",
+        ],
+        |_| {},
+    )
+    .await;
+    let mut c = Chat::new("never-received", Some("acct-7"));
+    c.request_change(&app, SUB, "stop_renewal").await.unwrap();
+    faulty.set(Fault::LoseCommands);
+    c.user("yes", "affirm", &[]);
+    let request = c.request("apply_subscription_change");
+    let (_, body) = app.endpoint.webhook(&request).await.unwrap();
+    assert_eq!(outcome_of(&body)["status"], "pending_verification");
+    faulty.set(Fault::Pass);
+    assert_eq!(app.guard().reconcile_all(Duration::ZERO).await.unwrap(), 1);
+    let (_, again) = app.endpoint.webhook(&request).await.unwrap();
+    let resolved = outcome_of(&again);
+    assert_eq!(
+        (resolved["status"].as_str(), resolved["reason"].as_str()),
+        (Some("failed"), Some("not_sent")),
+        "{resolved}"
+    );
+    assert_eq!(faulty.commands_accepted(), 0);
+    // The command, arriving now with the fenced key: 410, nothing made.
+    let op = app
+        .store
+        .latest_for_sender("never-received")
+        .await
+        .unwrap()
+        .unwrap();
+    let late = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/subscriptions/{SUB}/changes",
+            service.service_url
+        ))
+        .header("If-Match", "\"r4\"")
+        .header("Idempotency-Key", &op.request_key)
+        .json(&serde_json::json!({"change_type": "stop_renewal"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(late.status(), 410);
+    assert_eq!(service.revision(SUB).await, 4, "nothing was changed");
 }

@@ -7,7 +7,7 @@ use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult
 use crate::consent::identity::account;
 use crate::consent::{check_conversation, ApplyInputs, Guard, Outcome, Reason, Status, Terms};
 use crate::store::OpState;
-use actionserver::Message;
+use actionserver::OutEvent;
 
 pub struct CheckSubscriptionChange(pub Guard);
 
@@ -75,11 +75,12 @@ impl Action for CheckSubscriptionChange {
             None,
         )
         .await?;
-        let events = outcome_events(&outcome, dispatcher);
+        let mut events = outcome_events(&outcome, dispatcher);
         if outcome.reason == Some(Reason::AwaitingReply) {
-            // The question again, so the customer's next yes or no answers it: Rasa renders
-            // it from the change memory, which this action leaves as select wrote it.
-            dispatcher.utter(Message::response(&guard.config().confirm_response));
+            // The question again, as the next action, so the customer's next yes or no
+            // answers it: Rasa renders it from the change memory, which this action leaves
+            // as select wrote it, and the assistant's rules see the question's own step.
+            events.push(OutEvent::followup(guard.config().confirm_response.clone()));
         }
         Ok(events)
     }

@@ -439,7 +439,6 @@ impl Settings {
                     per_second: per_hour / 3600.0,
                 },
                 in_flight_wait: Duration::from_secs_f64(timeout + 5.0),
-                unknown_grace: Duration::from_secs_f64((timeout * 4.0).max(60.0)),
                 approval: approval_rules(section.and_then(|s| s.approval.as_ref())),
                 ..ConsentConfig::default()
             },

@@ -23,7 +23,7 @@ use crate::conversation::{
 use crate::store::{
     now_ms, Approval, ApprovalState, AuditEntry, Claim, OpState, Operation, Store, StoreError,
 };
-use crate::subscriptions::client::{self, ConfirmedCommand};
+use crate::subscriptions::client::{self, ConfirmedCommand, KeyState};
 use crate::subscriptions::model::{change_tag, effective_text, Tag};
 use crate::subscriptions::{CommandOutcome, ServiceClient, Subscription};
 use actionserver::{EventKind, Tracker};
@@ -464,6 +464,7 @@ impl ConfirmedChange {
                 }
                 (OpState::Unknown, pending())
             }
+            CommandOutcome::Voided => (OpState::Failed, not_sent()),
             CommandOutcome::NotSent(why) => {
                 tracing::warn!(request_key = %key, %why, "the command could not be sent");
                 store.release(key).await?;
@@ -813,8 +814,11 @@ impl Guard {
                 _ => Ok(pending()),
             };
         }
-        match self.client.get_change(&op.request_key).await {
-            Ok(Some(_change)) => {
+        // Only the service's answer about the key resolves it (CONTRACT.md section 4):
+        // made, in flight, or void and fenced. Never the time passed, nor a 404 from a
+        // service that cannot fence the key.
+        match self.client.change_by_key(&op.request_key).await {
+            Ok(KeyState::Made(_change)) => {
                 let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
                 let outcome = applied(&terms);
                 let json = serde_json::to_string(&outcome).expect("an outcome serialises");
@@ -823,14 +827,8 @@ impl Guard {
                     .await?;
                 Ok(outcome)
             }
-            Ok(None) if now_ms() - op.updated_at > self.config.unknown_grace.as_millis() as i64 => {
-                let outcome = Outcome {
-                    status: Status::Failed,
-                    reason: Some(Reason::ServiceRejected),
-                    effects: 0,
-                    current: None,
-                    why: Some("The subscription service has no record of this change; nothing was changed.".into()),
-                };
+            Ok(KeyState::Void) => {
+                let outcome = not_sent();
                 let json = serde_json::to_string(&outcome).expect("an outcome serialises");
                 if !self
                     .store
@@ -844,7 +842,7 @@ impl Guard {
                 }
                 Ok(outcome)
             }
-            Ok(None) => Ok(pending()),
+            Ok(KeyState::InFlight | KeyState::NotFound) => Ok(pending()),
             Err(e) => {
                 tracing::warn!(error = %e, request_key = %op.request_key, "could not reconcile");
                 Ok(pending())
@@ -861,6 +859,21 @@ impl Guard {
             }
         }
         Ok(resolved)
+    }
+}
+
+/// `failed`/`not_sent`: the service never received the command and has fenced its key, so
+/// it never will.
+fn not_sent() -> Outcome {
+    Outcome {
+        status: Status::Failed,
+        reason: Some(Reason::NotSent),
+        effects: 0,
+        current: None,
+        why: Some(
+            "The subscription service never received this change, and will not make it; nothing was changed."
+                .into(),
+        ),
     }
 }
 

@@ -74,9 +74,6 @@ pub struct ConsentConfig {
     /// How long a repeated call waits for the first call's outcome: as long as the first
     /// call's command may take, plus a margin.
     pub in_flight_wait: Duration,
-    /// How long an unknown outcome stays unknown when the service has no change under
-    /// its key; after that the change is taken as not made.
-    pub unknown_grace: Duration,
     /// Which confirmed changes a person approves first (CONTRACT.md section 7).
     pub approval: ApprovalRules,
 }
@@ -140,7 +137,6 @@ impl Default for ConsentConfig {
             identity: IdentityConfig::default(),
             rate: RateLimit::default(),
             in_flight_wait: Duration::from_secs(10),
-            unknown_grace: Duration::from_secs(300),
             approval: ApprovalRules::default(),
         }
     }

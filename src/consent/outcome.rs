@@ -73,6 +73,9 @@ pub enum Reason {
     ApprovalExpired,
     /// The question was asked and the customer has not answered it with a yes or a no.
     AwaitingReply,
+    /// An unknown outcome resolved: the service never received the command and fenced
+    /// its key.
+    NotSent,
 }
 
 impl Reason {
@@ -101,6 +104,7 @@ impl Reason {
             Self::ApprovalRejected => "approval_rejected",
             Self::ApprovalExpired => "approval_expired",
             Self::AwaitingReply => "awaiting_reply",
+            Self::NotSent => "not_sent",
         }
     }
 
@@ -130,6 +134,7 @@ impl Reason {
             Self::ApprovalRejected => "A colleague reviewed this change and did not approve it, so nothing was changed.",
             Self::ApprovalExpired => "The approval for this change was not given in time, so nothing was changed; I can ask for it again.",
             Self::AwaitingReply => "Nothing has been changed yet: I am waiting for your yes or no to the change I asked you about.",
+            Self::NotSent => "The subscription service never received the change, so nothing was changed.",
         }
     }
 }

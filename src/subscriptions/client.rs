@@ -82,8 +82,27 @@ pub enum CommandOutcome {
     Unknown(String),
     /// The command never left (connection refused): nothing can have happened.
     NotSent(String),
+    /// 410: the key was voided by an earlier `GET /v1/changes/{key}` that found nothing:
+    /// nothing happened, and nothing will under this key.
+    Voided,
     /// Refused for another reason (404, 422, 428, other 4xx): nothing happened.
     Rejected { status: u16, message: String },
+}
+
+/// What the service says happened to a request key (CONTRACT.md section 6,
+/// `GET /v1/changes/{key}`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyState {
+    /// 200: the change made under the key.
+    Made(Change),
+    /// 202: a command with the key is being processed.
+    InFlight,
+    /// 404 `{"status": "void"}`: no command with the key was received, and none will be
+    /// (the service fenced it).
+    Void,
+    /// 404 without the fence: a service that cannot promise the command will not still be
+    /// made. Nothing is concluded from it.
+    NotFound,
 }
 
 /// The service's error body.
@@ -206,8 +225,13 @@ impl ServiceClient {
         read_json(response).await.map(Some)
     }
 
-    /// The change made under a request key, if any.
-    pub async fn get_change(&self, request_key: &str) -> Result<Option<Change>, ServiceError> {
+    /// What happened to a request key: made, in flight, or void (fenced from now on).
+    pub async fn change_by_key(&self, request_key: &str) -> Result<KeyState, ServiceError> {
+        #[derive(Deserialize)]
+        struct Status {
+            #[serde(default)]
+            status: Option<String>,
+        }
         let path = format!("/v1/changes/{}", segment(request_key));
         let turn = self.turn().await?;
         let response = self
@@ -215,10 +239,21 @@ impl ServiceClient {
             .send()
             .await
             .map_err(ServiceError::Unreachable)?;
-        if response.status() == StatusCode::NOT_FOUND {
-            return Ok(None);
+        match response.status() {
+            StatusCode::OK => read_json(response).await.map(KeyState::Made),
+            StatusCode::ACCEPTED => Ok(KeyState::InFlight),
+            StatusCode::NOT_FOUND => {
+                let body = read_capped(response).await.unwrap_or_default();
+                let fenced = serde_json::from_slice::<Status>(&body)
+                    .is_ok_and(|s| s.status.as_deref() == Some("void"));
+                Ok(if fenced {
+                    KeyState::Void
+                } else {
+                    KeyState::NotFound
+                })
+            }
+            _ => read_json::<Change>(response).await.map(KeyState::Made),
         }
-        read_json(response).await.map(Some)
     }
 
     /// Sends the command for a change the guard confirmed: there is no other way to send
@@ -268,6 +303,7 @@ impl ServiceClient {
                 }
             },
             409 => CommandOutcome::InFlight,
+            410 => CommandOutcome::Voided,
             412 => match serde_json::from_slice::<Subscription>(&body) {
                 Ok(record) => CommandOutcome::Stale(Box::new(record)),
                 Err(_) => CommandOutcome::Rejected {

@@ -240,10 +240,11 @@ def test_another_accounts_subscription_is_denied(tools, actiongate, make_context
     context = make_context("acct-9")
     context.user_says("Please stop the renewal of WS-SUB-3304")
     outcome = run(context.call(tools.select_subscription_change, "WS-SUB-3304", "stop_renewal"))
-    assert (outcome["status"], outcome["reason"]) == ("denied", "not_owner"), outcome
+    # Exactly what an id that does not exist gets: nothing tells a stranger which ids exist.
+    assert (outcome["status"], outcome["reason"]) == ("blocked", "unknown_subscription"), outcome
     assert "current" not in outcome and "why" not in outcome
     assert context.memory.get("change_tag") is None
-    assert [m["response"] for m in context.messages] == ["utter_subscription_change_denied"]
+    assert [m["response"] for m in context.messages] == ["utter_subscription_change_blocked"]
 
 
 # --- the customer's answer to the held call ------------------------------------------------

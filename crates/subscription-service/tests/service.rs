@@ -463,3 +463,74 @@ async fn a_key_refused_in_flight_may_be_sent_again() {
         (Some(4), Some("ending"), Some("quarterly plus"))
     );
 }
+
+async fn lookup(url: &str, key: &str) -> (u16, Value) {
+    let response = reqwest::get(format!("{url}/v1/changes/{key}"))
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// `GET /v1/changes/{key}` (CONTRACT.md section 6): 202 while a command with the key is
+/// being processed (the key is recorded on receipt, before any delay), then 200 with the
+/// change; 404 `void` for a key never received, which fences it: a command arriving later
+/// with it answers 410 and changes nothing.
+#[tokio::test]
+async fn a_lookup_tells_in_flight_from_made_and_fences_a_key_never_received() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _) = start_with_delay(dir.path(), None, DELAY).await;
+    let pending = tokio::spawn({
+        let url = url.clone();
+        async move {
+            command(
+                &url,
+                "WS-SUB-3304",
+                Some("\"r4\""),
+                Some("k-slow"),
+                "stop_renewal",
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(IN_FLIGHT).await;
+    assert_eq!(
+        lookup(&url, "k-slow").await,
+        (202, json!({"status": "in_flight"}))
+    );
+    assert_eq!(pending.await.unwrap().status(), 201);
+    let (status, change) = lookup(&url, "k-slow").await;
+    assert_eq!((status, change["revision"].as_i64()), (200, Some(5)));
+    // Never received: void, and fenced from now on (asking again says the same).
+    let (status, body) = lookup(&url, "k-never").await;
+    assert_eq!((status, body["status"].as_str()), (404, Some("void")));
+    let (status, body) = lookup(&url, "k-never").await;
+    assert_eq!((status, body["status"].as_str()), (404, Some("void")));
+    let late = command(
+        &url,
+        "WS-SUB-3310",
+        Some("\"r2\""),
+        Some("k-never"),
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(late.status(), 410);
+    let body: Value = late.json().await.unwrap();
+    assert_eq!(body["error"], "key_voided");
+    let untouched = record(&url, "WS-SUB-3310").await;
+    assert_eq!(
+        (untouched["revision"].as_i64(), untouched["status"].as_str()),
+        (Some(2), Some("active")),
+        "a fenced key changes nothing"
+    );
+    // The same command under a fresh key is made.
+    let fresh = command(
+        &url,
+        "WS-SUB-3310",
+        Some("\"r2\""),
+        Some("k-fresh"),
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(fresh.status(), 201);
+}

@@ -27,6 +27,9 @@ pub enum Fault {
     StaleAtLastMoment,
     /// Reads (`GET`) answer 500; commands pass.
     FailReads,
+    /// Read a command, then close the connection without forwarding it (lost on the way):
+    /// nothing reaches the service, and the client cannot tell. Reads pass.
+    LoseCommands,
 }
 
 pub struct FaultyService {
@@ -140,6 +143,9 @@ async fn handle(
         return Ok(());
     };
     let command = method == "POST";
+    if command && fault == Fault::LoseCommands {
+        return Ok(());
+    }
     if (command && fault == Fault::Fail) || (method == "GET" && fault == Fault::FailReads) {
         let body = br#"{"error":"internal","message":"the service failed"}"#;
         let head = format!("HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());

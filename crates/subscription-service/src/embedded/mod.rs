@@ -419,37 +419,74 @@ async fn begin_change(
     if let Some(row) = existing {
         let (hash, state, response): (String, String, Option<String>) =
             (row.get(0), row.get(1), row.get(2));
-        let answer = if hash != body_hash {
-            error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "key_reused",
-                "this Idempotency-Key was used with a different request",
-            )
-        } else if state == "in_flight" {
-            error(
-                StatusCode::CONFLICT,
-                "in_flight",
-                "a request with this Idempotency-Key is in flight",
-            )
-        } else {
-            HttpResponse::Ok()
-                .insert_header(("Idempotent-Replayed", "true"))
-                .content_type("application/json")
-                .body(response.unwrap_or_default())
-        };
-        return Ok(Begin::Answer(answer));
+        return Ok(Begin::Answer(answer_for_claimed(
+            &hash, &state, response, body_hash,
+        )));
     }
     let record = load(&mut *tx, id).await?;
     if let Some(answer) = refusal(record.as_ref(), id, if_match, change_type) {
         return Ok(Begin::Answer(answer));
     }
-    sqlx::query("INSERT INTO changes (request_key, body_hash, state) VALUES (?, ?, 'in_flight')")
-        .bind(key)
-        .bind(body_hash)
-        .execute(&mut *tx)
-        .await?;
+    // A lookup may fence the key at the same moment: whichever writes first decides.
+    let claimed = sqlx::query(
+        "INSERT INTO changes (request_key, body_hash, state) VALUES (?, ?, 'in_flight') \
+         ON CONFLICT (request_key) DO NOTHING",
+    )
+    .bind(key)
+    .bind(body_hash)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if !claimed {
+        let row =
+            sqlx::query("SELECT body_hash, state, response FROM changes WHERE request_key = ?")
+                .bind(key)
+                .fetch_one(&mut *tx)
+                .await?;
+        return Ok(Begin::Answer(answer_for_claimed(
+            &row.get::<String, _>(0),
+            &row.get::<String, _>(1),
+            row.get(2),
+            body_hash,
+        )));
+    }
     tx.commit().await?;
     Ok(Begin::Proceed)
+}
+
+/// The answer to a command whose key is already known: voided by a lookup (410), used
+/// with another body (422), in flight (409), or done (its first answer, replayed).
+fn answer_for_claimed(
+    hash: &str,
+    state: &str,
+    response: Option<String>,
+    body_hash: &str,
+) -> HttpResponse {
+    if state == "void" {
+        error(
+            StatusCode::GONE,
+            "key_voided",
+            "this Idempotency-Key was voided by a lookup that found no command; nothing happened",
+        )
+    } else if hash != body_hash {
+        error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "key_reused",
+            "this Idempotency-Key was used with a different request",
+        )
+    } else if state == "in_flight" {
+        error(
+            StatusCode::CONFLICT,
+            "in_flight",
+            "a request with this Idempotency-Key is in flight",
+        )
+    } else {
+        HttpResponse::Ok()
+            .insert_header(("Idempotent-Replayed", "true"))
+            .content_type("application/json")
+            .body(response.unwrap_or_default())
+    }
 }
 
 /// The atomic step: in one transaction, re-reads the record, checks If-Match and the
@@ -512,28 +549,53 @@ async fn finish_change(
     Ok(Finish::Made((change, record)))
 }
 
-/// Drops a key's in-flight claim (never a done change, which must keep replaying).
+/// `GET /v1/changes/{key}`: the change made under the key (200); a command with it still
+/// being processed (202 `in_flight`); or, when no command with it was received, 404
+/// `void`, and the key is fenced in the same transaction, so a command arriving later with
+/// it answers 410 and changes nothing.
 async fn get_change(
     req: HttpRequest,
     state: web::Data<State>,
     key: web::Path<String>,
 ) -> HttpResponse {
     authorize!(state, req);
-    let row = sqlx::query("SELECT response FROM changes WHERE request_key = ? AND state = 'done'")
-        .bind(key.as_str())
-        .fetch_optional(&state.db)
-        .await;
-    match row {
-        Ok(Some(row)) => HttpResponse::Ok()
-            .content_type("application/json")
-            .body(row.get::<String, _>(0)),
-        Ok(None) => error(
-            StatusCode::NOT_FOUND,
-            "unknown_change",
-            "no change was made under this key",
-        ),
+    match look_up_or_fence(&state.db, key.as_str()).await {
+        Ok((state, response)) => match state.as_str() {
+            "done" => HttpResponse::Ok()
+                .content_type("application/json")
+                .body(response.unwrap_or_default()),
+            "in_flight" => {
+                HttpResponse::Accepted().json(serde_json::json!({"status": "in_flight"}))
+            }
+            _ => HttpResponse::NotFound().json(serde_json::json!({
+                "status": "void",
+                "error": "unknown_change",
+                "message": "no command with this key was received; from now on none will be",
+            })),
+        },
         Err(e) => internal(e),
     }
+}
+
+/// The key's state and stored answer, fencing it first when nothing holds it.
+async fn look_up_or_fence(
+    db: &SqlitePool,
+    key: &str,
+) -> Result<(String, Option<String>), sqlx::Error> {
+    let mut tx = db.begin().await?;
+    sqlx::query(
+        "INSERT INTO changes (request_key, body_hash, state) VALUES (?, '', 'void') \
+         ON CONFLICT (request_key) DO NOTHING",
+    )
+    .bind(key)
+    .execute(&mut *tx)
+    .await?;
+    let row = sqlx::query("SELECT state, response FROM changes WHERE request_key = ?")
+        .bind(key)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok((row.get(0), row.get(1)))
 }
 
 /// The running embedded service: its port, and a handle to stop it.
