@@ -358,9 +358,12 @@ pub fn every_fact_matches(inputs: &ApplyInputs, record: &Subscription) -> bool {
         {
             return false;
         }
-        let rendered = template.variations.iter().any(|v| {
-            question::render(v, &template.values).map(|t| t.trim_end().to_owned())
-                == Some(question.text.trim_end().to_owned())
+        // Whole numbers read as integers or as floats (gRPC carries only doubles).
+        let rendered = question::whole_number_readings(&template.values).any(|values| {
+            template.variations.iter().any(|v| {
+                question::render(v, &values).map(|t| t.trim_end().to_owned())
+                    == Some(question.text.trim_end().to_owned())
+            })
         });
         if !rendered {
             return false;

@@ -162,6 +162,41 @@ async fn the_reply_is_read_the_same_over_grpc() {
     assert_record(&app, STYLE_BOX, 5, "ending").await;
 }
 
+/// A template showing a float slot whose value is whole (a price of 12.0): Rasa renders
+/// "12.0"; over gRPC the value is only a double, which reads back as 12. Either rendering
+/// of the same number is the question Rasa sent, so the yes is not refused.
+#[tokio::test]
+async fn a_whole_float_in_the_question_reads_the_same_over_grpc() {
+    let app = grpc_app(&[]).await;
+    let mut grpc = client(&app).await;
+    let mut c = Chat::new("grpc-price", Some("acct-7"));
+    c.slot("price", json!(12.0));
+    c.user(
+        "please stop_renewal on WS-SUB-3304",
+        "request_change",
+        &[("subscription", STYLE_BOX), ("change_type", "stop_renewal")],
+    );
+    call(&mut grpc, &mut c, "select_subscription_change")
+        .await
+        .unwrap();
+    let text = format!("{} Price: 12.0.", c.confirmation_text());
+    c.ask(&text);
+    c.user("yes", "affirm", &[]);
+    let mut request = c.request("apply_subscription_change");
+    let variation = &mut request["domain"]["responses"]["utter_confirm_subscription_change"][0];
+    let template = format!("{} Price: {{price}}.", variation["text"].as_str().unwrap());
+    variation["text"] = json!(template);
+    request["domain"]["slots"] = json!({"price": {"type": "float"}});
+    let answer = response_to_json(
+        grpc.webhook(request_from_json(&request))
+            .await
+            .unwrap()
+            .get_ref(),
+    );
+    assert_outcome(&outcome_of(&answer), "applied", None);
+    assert_record(&app, STYLE_BOX, 5, "ending").await;
+}
+
 #[tokio::test]
 async fn the_same_actions_as_the_webhook_and_rasa_sdks_statuses() {
     let app = grpc_app(&[]).await;

@@ -286,9 +286,11 @@ pub fn check_conversation(
         .iter()
         .all(|term| !term.is_empty() && question.text.contains(term.as_str()));
     let rendered = inputs.template.as_ref().is_none_or(|template| {
-        template.variations.iter().any(|variation| {
-            question::render(variation, &template.values)
-                .is_some_and(|text| text.trim_end() == question.text.trim_end())
+        question::whole_number_readings(&template.values).any(|values| {
+            template.variations.iter().any(|variation| {
+                question::render(variation, &values)
+                    .is_some_and(|text| text.trim_end() == question.text.trim_end())
+            })
         })
     });
     let same_terms = asked_with(change_memory::LABEL, &terms.label)

@@ -130,6 +130,46 @@ fn placeholder_at(after: &str) -> Option<usize> {
 }
 
 /// `str(value)` in Python, for the values a slot holds; `None` where this can't be sure.
+/// The slot values as given, and, when some are whole numbers, with every whole number
+/// read as an integer and as a float. Over gRPC a number is a double (Rasa's 12 and 12.0
+/// both arrive as 12.0), and a Rasa slot type does not say which Python held ("12" and
+/// "12.0" are both renderings of a float slot), so either reading may be what Rasa
+/// rendered; the number is the same in both.
+pub fn whole_number_readings(
+    values: &HashMap<String, Value>,
+) -> impl Iterator<Item = std::borrow::Cow<'_, HashMap<String, Value>>> {
+    let whole = |v: &Value| {
+        v.as_f64()
+            .is_some_and(|f| f.fract() == 0.0 && f.abs() < 1e15)
+    };
+    let any_whole = values.values().any(|v| v.is_number() && whole(v));
+    let reading = move |as_float: bool| {
+        let read: HashMap<String, Value> = values
+            .iter()
+            .map(|(k, v)| {
+                let v = match v.as_f64() {
+                    Some(f) if v.is_number() && whole(v) => {
+                        if as_float {
+                            serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+                        } else {
+                            Value::from(f as i64)
+                        }
+                    }
+                    _ => v.clone(),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        std::borrow::Cow::Owned(read)
+    };
+    std::iter::once(std::borrow::Cow::Borrowed(values)).chain(
+        any_whole
+            .then(|| [reading(false), reading(true)])
+            .into_iter()
+            .flatten(),
+    )
+}
+
 fn python_str(value: &Value) -> Option<String> {
     match value {
         Value::String(s) => Some(s.clone()),
