@@ -512,3 +512,79 @@ async fn a_decision_triggers_an_intent_in_the_conversation_through_rasas_api() {
                 "entities": {"change_status": "applied", "change_reason": null}})
     );
 }
+
+/// The customer withdraws the change while it waits (CONTRACT.md section 7): the hold ends
+/// as blocked/withdrawn, audited; an operator's approval after that decides nothing and
+/// sends nothing; check reports the withdrawal; with nothing held, withdraw says so.
+#[tokio::test]
+async fn a_withdrawn_hold_is_never_sent() {
+    let app = spawn_app_with(&[], |_| {}).await;
+    let mut nothing = Chat::new("wine-nothing-held", Some("acct-21"));
+    nothing.user("cancel that", "withdraw_change", &[]);
+    let (_, body) = nothing
+        .run(&app, "withdraw_subscription_change")
+        .await
+        .unwrap();
+    assert_eq!(
+        status_reason(&common::outcome_of(&body)),
+        ("blocked", Some("not_selected"))
+    );
+    let (outcome, mut c) = confirm(&app, "wine-withdrawn", "acct-21", WINE, "cancel_now").await;
+    assert_eq!(status_reason(&outcome), ("held", Some("approval_required")));
+    c.user("cancel that", "withdraw_change", &[]);
+    let (status, body) = c.run(&app, "withdraw_subscription_change").await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let withdrawn = common::outcome_of(&body);
+    assert_eq!(status_reason(&withdrawn), ("blocked", Some("withdrawn")));
+    assert_eq!(withdrawn["effects"], 0);
+    assert_eq!(app.revision(WINE).await, 3);
+    let held = app
+        .store
+        .latest_approval_for_sender("wine-withdrawn")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.state, ApprovalState::Withdrawn);
+    // An operator approves it afterwards: nothing is decided, nothing sent.
+    let guard = operator_guard(&app).await;
+    let decision = guard
+        .approve(&held.request_key, "op-ana", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!decision.decided);
+    assert_eq!(
+        status_reason(&serde_json::to_value(&decision.outcome).unwrap()),
+        ("blocked", Some("withdrawn"))
+    );
+    assert!(app
+        .store
+        .operation(&held.request_key)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(app.revision(WINE).await, 3, "nothing was sent");
+    // Check reports it; withdrawing again finds nothing held.
+    assert_eq!(
+        status_reason(&check(&app, &mut c).await),
+        ("blocked", Some("withdrawn"))
+    );
+    let (_, again) = c.run(&app, "withdraw_subscription_change").await.unwrap();
+    assert_eq!(
+        status_reason(&common::outcome_of(&again)),
+        ("blocked", Some("not_selected"))
+    );
+    // The withdrawal is in the audit trail, by the customer.
+    let trail = app
+        .store
+        .audit_entries(Some("wine-withdrawn"), None)
+        .await
+        .unwrap();
+    assert!(
+        trail
+            .iter()
+            .any(|e| e.action == "withdraw_subscription_change"
+                && e.operator.as_deref() == Some("customer")),
+        "{trail:?}"
+    );
+}

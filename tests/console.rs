@@ -397,6 +397,25 @@ async fn the_pages_show_what_a_reviewer_needs_and_the_csv_is_safe() {
     ))
     .await;
     assert!(search.contains("rejected") && search.contains("WS-SUB-7001"));
+    // A hold the customer withdrew is shown as such.
+    let mut withdrawing = Chat::new("withdrawing", Some("acct-21"));
+    withdrawing.request_change(&app, WINE, "cancel_now").await.unwrap();
+    assert_eq!(withdrawing.say_yes_and_apply(&app).await["status"], "held");
+    withdrawing.user("take it back", "withdraw_change", &[]);
+    let (_, body) = withdrawing
+        .run(&app, "withdraw_subscription_change")
+        .await
+        .unwrap();
+    assert_eq!(common::outcome_of(&body)["reason"], "withdrawn");
+    let search = get(format!(
+        "{}/operations?account=acct-21&outcome=withdrawn",
+        app.console_url()
+    ))
+    .await;
+    assert!(
+        search.contains("withdrawn") && search.contains("withdrawing"),
+        "{search}"
+    );
     let bad = get(format!("{}/operations?since=yesterday", app.console_url())).await;
     assert!(bad.contains("is not a date"));
     let csv = get(format!(

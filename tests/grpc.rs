@@ -277,7 +277,7 @@ async fn hostile_input_gets_a_clear_status_and_the_server_keeps_serving() {
         let mut grpc = grpc.clone();
         async move {
             let listed = grpc.actions(ActionsRequest {}).await.unwrap();
-            assert_eq!(listed.get_ref().actions.len(), 4);
+            assert_eq!(listed.get_ref().actions.len(), 5);
         }
     };
     // A tracker of the wrong shape: an event that is not an event.
@@ -415,7 +415,7 @@ async fn without_the_token_nothing_runs() {
             .actions(with_metadata(ActionsRequest {}, key, value))
             .await
             .unwrap();
-        assert_eq!(listed.get_ref().actions.len(), 4);
+        assert_eq!(listed.get_ref().actions.len(), 5);
     }
     let answer = grpc
         .webhook(with_metadata(apply, "authorization", "Bearer s3cret"))
@@ -487,7 +487,7 @@ async fn tls_and_mutual_tls_over_grpc() {
         .actions(ActionsRequest {})
         .await
         .unwrap();
-    assert_eq!(listed.get_ref().actions.len(), 4);
+    assert_eq!(listed.get_ref().actions.len(), 5);
     // Without a client certificate: refused at the handshake, or at the first call.
     let refused = async {
         let channel = Channel::from_shared(url.clone())
@@ -539,7 +539,7 @@ async fn grpc_alone_takes_the_port_as_rasa_sdks_does() {
         .actions(ActionsRequest {})
         .await
         .unwrap();
-    assert_eq!(listed.get_ref().actions.len(), 4);
+    assert_eq!(listed.get_ref().actions.len(), 5);
     let http = reqwest::get(format!("http://127.0.0.1:{}/health", started.port)).await;
     assert!(
         http.map_or(true, |r| !r.status().is_success()),

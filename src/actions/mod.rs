@@ -11,6 +11,7 @@ pub mod apply;
 pub mod list;
 pub mod select;
 pub mod status;
+pub mod withdraw;
 
 use crate::consent::{Guard, Outcome, Terms};
 use crate::store::{now_ms, AuditEntry};
@@ -77,7 +78,7 @@ pub fn outcome_events(outcome: &Outcome, dispatcher: &mut Dispatcher) -> Vec<Out
     ]
 }
 
-/// The four subscription actions, in the order `GET /actions` lists them, sharing one
+/// The five subscription actions, in the order `GET /actions` lists them, sharing one
 /// guard (and through it the service client, the store and the consent settings).
 pub fn subscription_actions(guard: Guard) -> Registry {
     let mut registry = Registry::default();
@@ -86,9 +87,10 @@ pub fn subscription_actions(guard: Guard) -> Registry {
             .register(list::ListSubscriptions(guard.clone()))?
             .register(select::SelectSubscriptionChange(guard.clone()))?
             .register(apply::ApplySubscriptionChange(guard.clone()))?
-            .register(status::CheckSubscriptionChange(guard))?;
+            .register(status::CheckSubscriptionChange(guard.clone()))?
+            .register(withdraw::WithdrawSubscriptionChange(guard))?;
         Ok(())
     })()
-    .expect("the four actions have four names");
+    .expect("the five actions have five names");
     registry
 }

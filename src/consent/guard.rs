@@ -926,7 +926,10 @@ impl Guard {
                 // Approved, the command about to be claimed: still waiting.
                 None => Ok(held_outcome(stored_terms(held))),
             },
-            ApprovalState::Rejected | ApprovalState::Expired | ApprovalState::Blocked => Ok(held
+            ApprovalState::Rejected
+            | ApprovalState::Expired
+            | ApprovalState::Blocked
+            | ApprovalState::Withdrawn => Ok(held
                 .outcome
                 .as_deref()
                 .and_then(|json| serde_json::from_str(json).ok())
@@ -1090,6 +1093,30 @@ impl Guard {
             outcome,
             decided: true,
         }))
+    }
+
+    /// The customer takes back their held change before it is decided (CONTRACT.md
+    /// section 7): `blocked`/`withdrawn`, audited, and nothing is sent, then or on a later
+    /// approval. `None` when it was no longer held (decided meanwhile).
+    pub async fn withdraw(&self, held: &Approval) -> Result<Option<Outcome>, StoreError> {
+        let outcome = Outcome::blocked(Reason::Withdrawn).with_current(Some(stored_terms(held)));
+        let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+        if !self
+            .store
+            .withdraw_approval(&held.request_key, &json)
+            .await?
+        {
+            return Ok(None);
+        }
+        self.audit_decision(
+            held,
+            "withdraw_subscription_change",
+            "customer",
+            &outcome,
+            None,
+        )
+        .await?;
+        Ok(Some(outcome))
     }
 
     /// Ends the holds past their expiry (`blocked`/`approval_expired`); how many.

@@ -76,6 +76,8 @@ pub enum Reason {
     /// An unknown outcome resolved: the service never received the command and fenced
     /// its key.
     NotSent,
+    /// The customer took back a change held for approval.
+    Withdrawn,
 }
 
 impl Reason {
@@ -105,6 +107,7 @@ impl Reason {
             Self::ApprovalExpired => "approval_expired",
             Self::AwaitingReply => "awaiting_reply",
             Self::NotSent => "not_sent",
+            Self::Withdrawn => "withdrawn",
         }
     }
 
@@ -135,6 +138,7 @@ impl Reason {
             Self::ApprovalExpired => "The approval for this change was not given in time, so nothing was changed; I can ask for it again.",
             Self::AwaitingReply => "Nothing has been changed yet: I am waiting for your yes or no to the change I asked you about.",
             Self::NotSent => "The subscription service never received the change, so nothing was changed.",
+            Self::Withdrawn => "You took the change back before it was approved, so nothing was changed.",
         }
     }
 }

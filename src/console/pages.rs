@@ -21,7 +21,7 @@ button{padding:.5rem .9rem;border:0;border-radius:6px;font:inherit;font-weight:6
 button.reject{background:#9b2c2c}button.plain{background:#e3e7ec;color:#1d232b}
 table{width:100%;border-collapse:collapse;background:#fff}th,td{text-align:left;padding:.45rem;border-bottom:1px solid #e3e7ec;vertical-align:top}
 .badge{display:inline-block;padding:.05rem .45rem;border-radius:999px;background:#e3e7ec;font-size:.85rem}
-.applied{background:#d7f0dd}.held{background:#fff0c2}.blocked,.rejected,.expired{background:#f6d6d6}.unknown,.sent{background:#dfe7f7}
+.applied{background:#d7f0dd}.held{background:#fff0c2}.blocked,.rejected,.expired,.withdrawn{background:#f6d6d6}.unknown,.sent{background:#dfe7f7}
 .error{background:#f6d6d6;border:1px solid #d39b9b;padding:.6rem;border-radius:6px}
 .filters{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-end;margin-bottom:1rem}
 @media (max-width:40rem){table,thead,tbody,tr,td{display:block}thead{display:none}td{border:0;padding:.2rem .45rem}tr{border-bottom:1px solid #d8dde3;padding:.4rem 0}}
@@ -223,7 +223,7 @@ pub fn operations(
                 label { "Subscription" br; input type="text" name="subscription" value=(search.subscription); }
                 label { "Outcome" br;
                     select name="outcome" {
-                        @for o in ["", "applied", "failed", "unknown", "sent", "held", "approved", "rejected", "expired", "blocked"] {
+                        @for o in ["", "applied", "failed", "unknown", "sent", "held", "approved", "rejected", "expired", "blocked", "withdrawn"] {
                             option value=(o) selected[search.outcome == o] { @if o.is_empty() { "any" } @else { (o) } }
                         }
                     }

@@ -19,6 +19,8 @@ pub enum ApprovalState {
     Rejected,
     Expired,
     Blocked,
+    /// The customer took it back before it was decided (CONTRACT.md section 7).
+    Withdrawn,
 }
 
 impl ApprovalState {
@@ -29,6 +31,7 @@ impl ApprovalState {
             Self::Rejected => "rejected",
             Self::Expired => "expired",
             Self::Blocked => "blocked",
+            Self::Withdrawn => "withdrawn",
         }
     }
 
@@ -38,6 +41,7 @@ impl ApprovalState {
             "approved" => Self::Approved,
             "rejected" => Self::Rejected,
             "expired" => Self::Expired,
+            "withdrawn" => Self::Withdrawn,
             _ => Self::Blocked,
         }
     }
@@ -216,6 +220,22 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// The customer withdraws a held change before it is decided: `true` for exactly one
+    /// caller; an approval or a rejection that comes first wins, and one that comes after
+    /// finds nothing held.
+    pub async fn withdraw_approval(&self, key: &str, outcome: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE approvals SET state = 'withdrawn', decided_by = 'customer', decided_at = $1, outcome = $2 \
+             WHERE request_key = $3 AND state = 'held'",
+        )
+        .bind(now_ms())
+        .bind(outcome)
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Rejects a held change: `true` for exactly one caller.
