@@ -399,7 +399,10 @@ async fn the_pages_show_what_a_reviewer_needs_and_the_csv_is_safe() {
     assert!(search.contains("rejected") && search.contains("WS-SUB-7001"));
     // A hold the customer withdrew is shown as such.
     let mut withdrawing = Chat::new("withdrawing", Some("acct-21"));
-    withdrawing.request_change(&app, WINE, "cancel_now").await.unwrap();
+    withdrawing
+        .request_change(&app, WINE, "cancel_now")
+        .await
+        .unwrap();
     assert_eq!(withdrawing.say_yes_and_apply(&app).await["status"], "held");
     withdrawing.user("take it back", "withdraw_change", &[]);
     let (_, body) = withdrawing

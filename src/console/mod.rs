@@ -410,8 +410,15 @@ async fn find(
     };
     let some = |v: &str| (!v.is_empty()).then(|| v.to_owned());
     // An outcome of a held change names no operation state: then only holds match.
-    let approval_state =
-        ["held", "approved", "rejected", "expired", "blocked", "withdrawn"].contains(&s.outcome.as_str());
+    let approval_state = [
+        "held",
+        "approved",
+        "rejected",
+        "expired",
+        "blocked",
+        "withdrawn",
+    ]
+    .contains(&s.outcome.as_str());
     let ops = if approval_state {
         Vec::new()
     } else {

@@ -1,0 +1,542 @@
+//! A model of an operation's life, explored: seeded schedules of what can happen to one
+//! confirmed change (applies on two replicas, the service making the command at once, late
+//! or never, commands lost on the way, the record moving, the reconciler, checks, either
+//! replica crashing after its claim or after sending), each driving the real guard and the
+//! real store (SQLite, one file shared by two replicas, as two processes share it) against
+//! a simulated subscription service over HTTP. After every step and once the service has
+//! caught up, the invariants of CONTRACT.md sections 4 and 6 are checked: at most one change
+//! per confirmation, never on a record that moved, a final outcome never overwritten, every
+//! outcome told to the customer true of the service's record, nothing left unknown once the
+//! service has answered.
+//!
+//! `cargo test --test model` runs a bounded number of schedules (printed with how many
+//! distinct ones); `MODEL_SCHEDULES=2000 MODEL_SEED=7 cargo test --release --test model --
+//! --nocapture` explores more. Schedules come from proptest's strategies with a fixed seed,
+//! so a failure is replayed by its seed and shrunk to its shortest schedule.
+//!
+//! It finds the reconciler bug of issue 23: with the guard made to take a command still in
+//! flight as never received (what the grace period did), seed 23 fails within its 24
+//! schedules and shrinks to `[Service(Hold), Apply(0), Check(0)]`: "told failed/not_sent
+//! but the service made the change".
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use serde_json::{json, Value};
+
+use actiongate::consent::{request_key, ApplyInputs, ConsentConfig, Guard, Memory};
+use actiongate::conversation::{Conversation, Given, Meaning, Question, Reply};
+use actiongate::store::{Claim, OpState, Operation, Store};
+use actiongate::subscriptions::ServiceClient;
+
+const SUB: &str = "WS-SUB-3304";
+const NAME: &str = "WS-SUB-3304 (Style Box, monthly)";
+const LABEL: &str = "Stop renewal at the end of the current period";
+const EFFECTIVE: &str = "2027-01-01 00:00 UTC";
+const ENTITLEMENTS: &str = "October to December boxes ship as usual; no charge on 2027-01-01";
+const TAG: &str = "WS-SUB-3304 stop_renewal r4";
+/// How long the replicas wait for the service's answer.
+const TIMEOUT: Duration = Duration::from_millis(150);
+
+/// What the simulated service does with the next commands it is sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    /// Checks `If-Match` and makes the change (or answers 412) at once.
+    Make,
+    /// Records the key on receipt and holds the command past the client's timeout; it is
+    /// made (or fails its precondition) when the service catches up.
+    Hold,
+    /// The command never arrives: nothing is recorded, and no answer comes.
+    Lose,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// A replica runs apply for the confirmation (Rasa's delivery, a retry, a redelivery).
+    Apply(usize),
+    /// The service's behaviour for the commands that follow.
+    Service(Mode),
+    /// The service makes (or refuses) every command it holds.
+    CatchUp,
+    /// The record moves at the service (a new revision).
+    Move,
+    /// A replica's reconciler pass.
+    Reconcile(usize),
+    /// `check_subscription_change` on a replica: the latest operation reconciled.
+    Check(usize),
+    /// A replica stops and starts again (its caches gone).
+    Restart(usize),
+    /// A replica claims the key and stops before sending.
+    CrashAfterClaim(usize),
+    /// A replica claims, sends, and stops before recording what came back.
+    CrashAfterSend(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let replica = 0..2usize;
+    prop_oneof![
+        4 => replica.clone().prop_map(Step::Apply),
+        3 => prop_oneof![Just(Mode::Make), Just(Mode::Hold), Just(Mode::Lose)].prop_map(Step::Service),
+        2 => Just(Step::CatchUp),
+        1 => Just(Step::Move),
+        2 => replica.clone().prop_map(Step::Reconcile),
+        2 => replica.clone().prop_map(Step::Check),
+        1 => replica.clone().prop_map(Step::Restart),
+        1 => replica.clone().prop_map(Step::CrashAfterClaim),
+        1 => replica.prop_map(Step::CrashAfterSend),
+    ]
+}
+
+/// A key as the simulated service knows it.
+#[derive(Debug, Clone, PartialEq)]
+enum Key {
+    /// Received, being processed, with its `If-Match` revision.
+    Held(i64),
+    /// The change made under it, at this revision.
+    Made(i64),
+    /// Looked up and found nothing: fenced.
+    Void,
+}
+
+#[derive(Debug)]
+struct Sim {
+    revision: i64,
+    ending: bool,
+    mode: Mode,
+    keys: HashMap<String, Key>,
+    /// Changes made, and those made on a revision other than the one confirmed.
+    made: usize,
+    made_on_moved: usize,
+}
+
+impl Sim {
+    fn record(&self) -> Value {
+        let options = if self.ending {
+            json!([])
+        } else {
+            json!([{"change_type": "stop_renewal", "label": LABEL,
+                    "effective_at": "2027-01-01T00:00:00Z", "entitlements": ENTITLEMENTS}])
+        };
+        json!({"id": SUB, "account": "acct-7", "product": "Style Box", "plan": "monthly",
+               "status": if self.ending { "ending" } else { "active" },
+               "revision": self.revision, "options": options, "notes": []})
+    }
+
+    /// The atomic step: `If-Match` checked and the change made, or nothing.
+    fn make(&mut self, key: &str, if_match: i64) -> bool {
+        if if_match != self.revision || self.ending {
+            self.keys.remove(key);
+            return false;
+        }
+        if if_match != 4 {
+            self.made_on_moved += 1;
+        }
+        self.revision += 1;
+        self.ending = true;
+        self.made += 1;
+        self.keys.insert(key.to_owned(), Key::Made(self.revision));
+        true
+    }
+
+    /// Every held command reaches its atomic step: made, or refused by its precondition.
+    fn catch_up(&mut self) {
+        let held: Vec<(String, i64)> = self
+            .keys
+            .iter()
+            .filter_map(|(k, v)| match v {
+                Key::Held(rev) => Some((k.clone(), *rev)),
+                _ => None,
+            })
+            .collect();
+        for (key, if_match) in held {
+            self.make(&key, if_match);
+        }
+    }
+
+    fn change(&self, key: &str, revision: i64) -> Value {
+        json!({"request_key": key, "subscription": SUB, "change_type": "stop_renewal",
+               "status": "scheduled", "effective_at": "2027-01-01T00:00:00Z", "revision": revision})
+    }
+}
+
+type Shared = web::Data<Arc<Mutex<Sim>>>;
+
+async fn get_record(sim: Shared) -> HttpResponse {
+    let record = sim.lock().unwrap().record();
+    HttpResponse::Ok()
+        .insert_header(("ETag", format!("\"r{}\"", record["revision"])))
+        .json(record)
+}
+
+async fn post_change(req: HttpRequest, sim: Shared) -> HttpResponse {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let key = header("idempotency-key").unwrap_or_default();
+    let if_match: i64 = header("if-match")
+        .and_then(|v| v.trim_matches('"').trim_start_matches('r').parse().ok())
+        .unwrap_or(-1);
+    {
+        let mut s = sim.lock().unwrap();
+        match s.keys.get(&key).cloned() {
+            Some(Key::Void) => return HttpResponse::Gone().json(json!({"error": "key_voided"})),
+            Some(Key::Made(revision)) => {
+                return HttpResponse::Ok()
+                    .insert_header(("Idempotent-Replayed", "true"))
+                    .json(s.change(&key, revision))
+            }
+            Some(Key::Held(_)) => {
+                return HttpResponse::Conflict().json(json!({"error": "in_flight"}))
+            }
+            None => {}
+        }
+        match s.mode {
+            Mode::Make => {
+                return if s.make(&key, if_match) {
+                    let revision = s.revision;
+                    HttpResponse::Created().json(s.change(&key, revision))
+                } else {
+                    HttpResponse::PreconditionFailed().json(s.record())
+                }
+            }
+            Mode::Hold => {
+                s.keys.insert(key, Key::Held(if_match));
+            }
+            Mode::Lose => {}
+        }
+    }
+    // Held or lost: no answer within the client's timeout either way.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    HttpResponse::GatewayTimeout().finish()
+}
+
+async fn get_change(key: web::Path<String>, sim: Shared) -> HttpResponse {
+    let mut s = sim.lock().unwrap();
+    match s.keys.get(key.as_str()).cloned() {
+        Some(Key::Made(revision)) => HttpResponse::Ok().json(s.change(&key, revision)),
+        Some(Key::Held(_)) => HttpResponse::Accepted().json(json!({"status": "in_flight"})),
+        Some(Key::Void) | None => {
+            s.keys.insert(key.into_inner(), Key::Void);
+            HttpResponse::NotFound().json(json!({"status": "void"}))
+        }
+    }
+}
+
+/// The confirmation every step is about: the customer was asked these terms and said yes.
+fn inputs() -> ApplyInputs {
+    let memory = [
+        ("change_subscription", NAME),
+        ("change_label", LABEL),
+        ("change_effective", EFFECTIVE),
+        ("change_entitlements", ENTITLEMENTS),
+        ("change_tag", TAG),
+    ];
+    ApplyInputs {
+        sender_id: "model".into(),
+        account: Some("acct-7".into()),
+        requested_subscription: Some(SUB.into()),
+        requested_change_type: Some("stop_renewal".into()),
+        memory: Memory {
+            subscription: Some(NAME.into()),
+            label: Some(LABEL.into()),
+            effective: Some(EFFECTIVE.into()),
+            entitlements: Some(ENTITLEMENTS.into()),
+            tag: Some(TAG.into()),
+        },
+        conversation: Conversation {
+            question: Some(question()),
+            reply: Some(reply()),
+            selected_memory: Some(
+                memory
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                    .collect(),
+            ),
+        },
+        template: None,
+        shows_subscription: true,
+    }
+}
+
+fn question() -> Question {
+    Question {
+        text: format!("Please confirm this change to your {NAME}: {LABEL}. It takes effect {EFFECTIVE}. What changes for you: {ENTITLEMENTS}. (Change {TAG}.)"),
+        timestamp: Some(10.0),
+        position: 0,
+    }
+}
+
+fn reply() -> Reply {
+    Reply {
+        text: "yes".into(),
+        timestamp: Some(11.0),
+        message_id: Some("m1".into()),
+        meaning: Meaning::Yes,
+        given: Given::Typed,
+        after_other_message: None,
+    }
+}
+
+/// One replica: its own store connection (and caches) on the shared file, its own client.
+async fn replica(db: &str, service: &str) -> Guard {
+    let config = ConsentConfig {
+        in_flight_wait: Duration::from_millis(200),
+        ..ConsentConfig::default()
+    };
+    let store = Store::connect(db).await.expect("the store opens");
+    let client = ServiceClient::new(service, TIMEOUT, None).expect("a client");
+    Guard::new(config, client, store)
+}
+
+fn said(outcome: &actiongate::consent::Outcome) -> String {
+    format!(
+        "{}/{}",
+        outcome.status.as_str(),
+        outcome.reason.map_or("-", |r| r.as_str())
+    )
+}
+
+/// Plays one schedule; `Err` names the invariant broken.
+async fn play(steps: &[Step]) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let sim = Arc::new(Mutex::new(Sim {
+        revision: 4,
+        ending: false,
+        mode: Mode::Make,
+        keys: HashMap::new(),
+        made: 0,
+        made_on_moved: 0,
+    }));
+    let data = web::Data::new(sim.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .route("/v1/subscriptions/{id}", web::get().to(get_record))
+            .route(
+                "/v1/subscriptions/{id}/changes",
+                web::post().to(post_change),
+            )
+            .route("/v1/changes/{key}", web::get().to(get_change))
+    })
+    .workers(1)
+    .disable_signals()
+    .bind(("127.0.0.1", 0))
+    .map_err(|e| e.to_string())?;
+    let url = format!("http://{}", server.addrs()[0]);
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    let db = format!("sqlite:{}", dir.path().join("actiongate.db").display());
+    let mut replicas = [replica(&db, &url).await, replica(&db, &url).await];
+    let key = request_key("model", TAG, &question(), &reply());
+    let mut told: Vec<String> = Vec::new();
+    let mut final_seen: Option<(OpState, Option<String>)> = None;
+    let result = async {
+        for (n, step) in steps.iter().enumerate() {
+            match *step {
+                Step::Apply(r) => {
+                    let outcome = replicas[r]
+                        .apply(&inputs())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    told.push(said(&outcome));
+                }
+                Step::Service(mode) => sim.lock().unwrap().mode = mode,
+                Step::CatchUp => sim.lock().unwrap().catch_up(),
+                Step::Move => {
+                    let mut s = sim.lock().unwrap();
+                    s.revision += 1;
+                }
+                Step::Reconcile(r) => {
+                    replicas[r]
+                        .reconcile_all(Duration::ZERO)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                Step::Check(r) => {
+                    let op = replicas[r]
+                        .store()
+                        .latest_for_sender("model")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if let Some(op) = op {
+                        let outcome = replicas[r]
+                            .reconcile(&op)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        told.push(said(&outcome));
+                    }
+                }
+                Step::Restart(r) => replicas[r] = replica(&db, &url).await,
+                Step::CrashAfterClaim(r) | Step::CrashAfterSend(r) => {
+                    let store = replicas[r].store().clone();
+                    let op = Operation {
+                        request_key: key.clone(),
+                        sender_id: "model".into(),
+                        account: "acct-7".into(),
+                        subscription: SUB.into(),
+                        change_type: "stop_renewal".into(),
+                        revision: 4,
+                        terms: json!({"tag": TAG, "label": LABEL, "effective": EFFECTIVE,
+                                      "entitlements": ENTITLEMENTS})
+                        .to_string(),
+                        state: OpState::Claimed,
+                        outcome: None,
+                        created_at: 0,
+                        updated_at: 0,
+                    };
+                    // Only what the guard itself would do: claim (if nobody has), and send
+                    // only under the claim. Then the replica is gone.
+                    let claimed = store.claim(&op).await.map_err(|e| e.to_string())?;
+                    if matches!(step, Step::CrashAfterSend(_))
+                        && claimed == Claim::Claimed
+                        && store.mark_sent(&key).await.map_err(|e| e.to_string())?
+                    {
+                        let _ = reqwest::Client::new()
+                            .post(format!("{url}/v1/subscriptions/{SUB}/changes"))
+                            .header("If-Match", "\"r4\"")
+                            .header("Idempotency-Key", &key)
+                            .json(&json!({"change_type": "stop_renewal"}))
+                            .timeout(TIMEOUT)
+                            .send()
+                            .await;
+                    }
+                    replicas[r] = replica(&db, &url).await;
+                }
+            }
+            check_each_step(&sim, &replicas[0], &key, &mut final_seen)
+                .await
+                .map_err(|e| format!("after step {n} ({step:?}): {e}"))?;
+        }
+        // The service catches up and answers; claims left by a crash age past the wait;
+        // the reconciler runs. Then nothing may be unknown, and everything told is true.
+        {
+            let mut s = sim.lock().unwrap();
+            s.mode = Mode::Make;
+            s.catch_up();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        for _ in 0..2 {
+            replicas[0]
+                .reconcile_all(Duration::ZERO)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        check_each_step(&sim, &replicas[0], &key, &mut final_seen)
+            .await
+            .map_err(|e| format!("after the service caught up: {e}"))?;
+        let op = replicas[0]
+            .store()
+            .operation(&key)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(op) = &op {
+            if matches!(op.state, OpState::Unknown | OpState::Sent) {
+                return Err(format!("left {:?} once the service answered", op.state));
+            }
+        }
+        let made = sim.lock().unwrap().keys.get(&key) == Some(&Key::Made(5));
+        for t in &told {
+            let false_claim = if made {
+                t.starts_with("failed/")
+                    || t == "blocked/stale_at_service"
+                    || t == "blocked/benefit_loss_hidden"
+            } else {
+                t.starts_with("applied/")
+            };
+            if false_claim {
+                return Err(format!(
+                    "told {t} but the service {} the change (told: {told:?})",
+                    if made { "made" } else { "never made" }
+                ));
+            }
+        }
+        Ok(())
+    }
+    .await;
+    handle.stop(false).await;
+    result
+}
+
+/// The invariants that hold after every step.
+async fn check_each_step(
+    sim: &Arc<Mutex<Sim>>,
+    guard: &Guard,
+    key: &str,
+    final_seen: &mut Option<(OpState, Option<String>)>,
+) -> Result<(), String> {
+    {
+        let s = sim.lock().unwrap();
+        if s.made > 1 {
+            return Err(format!("{} changes for one confirmation", s.made));
+        }
+        if s.made_on_moved > 0 {
+            return Err("a change made on a record that moved".into());
+        }
+    }
+    let op = guard
+        .store()
+        .operation(key)
+        .await
+        .map_err(|e| e.to_string())?;
+    let now = op.map(|op| (op.state, op.outcome));
+    if let Some(seen) = final_seen.as_ref() {
+        if now.as_ref() != Some(seen) {
+            return Err(format!("the final outcome {seen:?} became {now:?}"));
+        }
+    } else if let Some((state, outcome)) = &now {
+        if matches!(state, OpState::Applied | OpState::Failed) {
+            *final_seen = Some((*state, outcome.clone()));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn an_operations_life_keeps_every_promise_under_every_schedule() {
+    let cases: u32 = std::env::var("MODEL_SCHEDULES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    let seed: u64 = std::env::var("MODEL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(23);
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 64,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let explored = Mutex::new((0usize, HashSet::new()));
+    let result = runner.run(&proptest::collection::vec(step(), 1..14), |steps| {
+        {
+            let mut e = explored.lock().unwrap();
+            e.0 += 1;
+            e.1.insert(format!("{steps:?}"));
+        }
+        runtime.block_on(play(&steps)).map_err(TestCaseError::fail)
+    });
+    let (runs, distinct) = &*explored.lock().unwrap();
+    println!(
+        "model: {runs} schedules played ({} distinct), seed {seed}, {cases} cases asked",
+        distinct.len()
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
