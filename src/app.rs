@@ -194,11 +194,12 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
             let port = listener.local_addr()?.port();
             let server = crate::console::serve(
                 listener,
-                crate::console::Console {
-                    guard: guard.clone(),
-                    operators: c.operators.clone(),
-                    session: c.session,
-                },
+                crate::console::Console::new(
+                    guard.clone(),
+                    c.operators.clone(),
+                    c.session,
+                    c.hosts.clone(),
+                ),
             )?;
             let handle = server.handle();
             tokio::spawn(server);

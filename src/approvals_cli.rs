@@ -1,9 +1,10 @@
-//! `actiongate approvals list|approve|reject`: the held changes from the terminal, decided
-//! by the same guard, rules and audit as the server's.
+//! `actiongate approvals list|approve|reject|sessions revoke`: the held changes from the
+//! terminal, decided by the same guard, rules and audit as the server's; and an operator
+//! signed out of the console everywhere.
 
 use crate::app::{guard_for, StartError};
 use crate::audit_report::rfc3339;
-use crate::cli::{ApprovalsAction, ApprovalsArgs, AuditFormat};
+use crate::cli::{ApprovalsAction, ApprovalsArgs, AuditFormat, SessionsAction};
 use crate::config::{ConfigError, Settings};
 use crate::consent::Outcome;
 use crate::store::ApprovalState;
@@ -28,6 +29,13 @@ pub async fn run(args: &ApprovalsArgs) -> Result<String, StartError> {
     let guard = guard_for(&settings).await?;
     let mut out = String::new();
     match &args.action {
+        ApprovalsAction::Sessions {
+            action: SessionsAction::Revoke { name },
+        } => {
+            let ended = guard.store().close_sessions_of(name).await?;
+            tracing::info!(operator = %name, ended, "console sessions revoked");
+            let _ = writeln!(out, "{ended} session(s) of {name} ended");
+        }
         ApprovalsAction::List { all, format } => {
             let state = (!all).then_some(ApprovalState::Held);
             for held in guard.store().approvals(state).await? {

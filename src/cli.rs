@@ -339,6 +339,20 @@ pub enum ApprovalsAction {
         #[arg(long)]
         note: String,
     },
+    /// The operators' console sessions.
+    Sessions {
+        #[command(subcommand)]
+        action: SessionsAction,
+    },
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum SessionsAction {
+    /// Sign an operator out everywhere: every session of theirs ends now.
+    Revoke {
+        /// The operator's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

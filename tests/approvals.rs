@@ -588,3 +588,64 @@ async fn a_withdrawn_hold_is_never_sent() {
         "{trail:?}"
     );
 }
+
+/// Open holds are capped (issue 24): one per subscription (a second confirmation for it is
+/// answered with the hold already waiting, and nothing new is stored) and a few per account
+/// (`approval.max_open_per_account`; one more is `blocked`/`rate_limited`), so a burst of
+/// holds cannot bury the ones a person must decide.
+#[tokio::test]
+async fn open_holds_are_capped_per_subscription_and_per_account() {
+    let app = spawn_app_with(&[], |s| {
+        s.consent.approval.change_types = vec!["stop_renewal".into()];
+        s.consent.approval.max_open_per_account = 1;
+    })
+    .await;
+    let (first, _) = confirm(&app, "wine-first", "acct-21", WINE, "cancel_now").await;
+    assert_eq!(status_reason(&first), ("held", Some("approval_required")));
+    let (second, _) = confirm(&app, "wine-second", "acct-21", WINE, "stop_renewal").await;
+    assert_eq!(status_reason(&second), ("held", Some("approval_required")));
+    assert!(second["why"].as_str().unwrap().contains("already waits"));
+    assert_eq!(
+        second["current"], first["current"],
+        "the hold that waits is the one reported"
+    );
+    let held = app
+        .store
+        .approvals(Some(ApprovalState::Held))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1, "nothing new was stored");
+    // acct-7: one hold allowed at once.
+    let (style_box, _) = confirm(
+        &app,
+        "acct-7-first",
+        "acct-7",
+        "WS-SUB-3304",
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(
+        status_reason(&style_box),
+        ("held", Some("approval_required"))
+    );
+    let (coffee, _) = confirm(
+        &app,
+        "acct-7-second",
+        "acct-7",
+        "WS-SUB-3310",
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(status_reason(&coffee), ("blocked", Some("rate_limited")));
+    assert!(coffee["why"].as_str().unwrap().contains("Too many changes"));
+    let held = app
+        .store
+        .approvals(Some(ApprovalState::Held))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 2);
+    for id in [WINE, "WS-SUB-3304", "WS-SUB-3310"] {
+        let record: Value = app.service.record(id).await;
+        assert_eq!(record["status"], "active", "{id}: nothing was sent");
+    }
+}

@@ -634,7 +634,39 @@ async fn with_a_signing_secret_only_a_signed_account_counts() {
         .await
         .unwrap();
     assert_eq!(slot_in(&body, "change_status"), Some(json!("denied")));
-    let token = actiongate::consent::identity::sign_hs256(&json!({"sub": "acct-7"}), b"s3cret");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // Without exp: refused (a token good forever is no identity).
+    let forever = actiongate::consent::identity::sign_hs256(&json!({"sub": "acct-7"}), b"s3cret");
+    c = Chat::new("signed-forever", Some(&forever));
+    let body = c
+        .request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
+    assert_eq!(
+        slot_in(&body, "change_reason"),
+        Some(json!("not_authenticated"))
+    );
+    // Bound to another conversation: refused here.
+    let theirs = actiongate::consent::identity::sign_hs256(
+        &json!({"sub": "acct-7", "exp": now + 600, "sid": "someone-else"}),
+        b"s3cret",
+    );
+    c = Chat::new("signed-elsewhere", Some(&theirs));
+    let body = c
+        .request_change(&app, STYLE_BOX, "stop_renewal")
+        .await
+        .unwrap();
+    assert_eq!(
+        slot_in(&body, "change_reason"),
+        Some(json!("not_authenticated"))
+    );
+    let token = actiongate::consent::identity::sign_hs256(
+        &json!({"sub": "acct-7", "exp": now + 600, "sid": "signed"}),
+        b"s3cret",
+    );
     c = Chat::new("signed", Some(&token));
     c.request_change(&app, STYLE_BOX, "stop_renewal")
         .await

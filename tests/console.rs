@@ -24,6 +24,7 @@ fn console(session: Duration) -> ConsoleSettings {
             actiongate::console::auth::hash_password("correct horse"),
         )],
         session,
+        hosts: vec!["console.example".into()],
     }
 }
 
@@ -432,7 +433,9 @@ async fn the_pages_show_what_a_reviewer_needs_and_the_csv_is_safe() {
         "created,account,subscription,change_type,outcome,decided_by,conversation,request_key"
     );
     assert!(
-        lines.iter().any(|l| l.contains("rejected,ana,pages")),
+        lines
+            .iter()
+            .any(|l| l.contains("\"rejected\",\"ana\",\"pages\"")),
         "{csv}"
     );
     // An operation's outcome unknown: pending verification, checked without sending again.
@@ -616,5 +619,258 @@ async fn mismatched_service_events_are_shown_with_the_request_and_the_confirmed_
         "Stop renewal",
     ] {
         assert!(page.contains(part), "{part} on the mismatches page");
+    }
+}
+
+/// Posts a sign-in with a fresh form; the answer.
+async fn try_sign_in(app: &TestApp, name: &str, password: &str) -> reqwest::Response {
+    let http = client();
+    let page = http
+        .get(format!("{}/sign-in", app.console_url()))
+        .send()
+        .await
+        .unwrap();
+    let pre = value_of(&set_cookie(&page, "ag_sign_in").unwrap());
+    let token = hidden_csrf(&page.text().await.unwrap());
+    http.post(format!("{}/sign-in", app.console_url()))
+        .header("cookie", format!("ag_sign_in={pre}"))
+        .form(&[
+            ("csrf", token.as_str()),
+            ("name", name),
+            ("password", password),
+        ])
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Guessing is throttled: after five wrong passwords the name (and the address) is locked,
+/// answered 429 with Retry-After even for the right password, for a time that doubles;
+/// past it, the right password works.
+#[tokio::test]
+async fn sign_in_attempts_are_limited() {
+    let app = app_with_console(Duration::from_secs(600)).await;
+    for _ in 0..5 {
+        assert_eq!(try_sign_in(&app, "ana", "wrong").await.status(), 401);
+    }
+    let locked = try_sign_in(&app, "ana", "correct horse").await;
+    assert_eq!(locked.status(), 429);
+    let wait: u64 = locked.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(wait >= 1);
+    assert!(set_cookie(&locked, "ag_session").is_none());
+    tokio::time::sleep(Duration::from_millis(1100 * wait)).await;
+    let signed_in = try_sign_in(&app, "ana", "correct horse").await;
+    assert_eq!(signed_in.status(), 303);
+}
+
+/// Argon2 runs off the console's worker and only a few at once: while sixteen sign-ins
+/// arrive together, a signed-in operator's page still answers, and the sign-ins beyond the
+/// bound are answered 429 at once rather than queued.
+#[tokio::test]
+async fn sign_ins_never_queue_a_signed_in_operators_page() {
+    let app = app_with_console(Duration::from_secs(600)).await;
+    let (cookie, _) = sign_in(&app).await;
+    let guesses: Vec<_> = (0..16)
+        .map(|n| {
+            let url = app.console_url();
+            tokio::spawn(async move {
+                let http = client();
+                let page = http.get(format!("{url}/sign-in")).send().await.unwrap();
+                let pre = value_of(&set_cookie(&page, "ag_sign_in").unwrap());
+                let token = hidden_csrf(&page.text().await.unwrap());
+                http.post(format!("{url}/sign-in"))
+                    .header("cookie", format!("ag_sign_in={pre}"))
+                    .form(&[
+                        ("csrf", token.as_str()),
+                        ("name", format!("guess-{n}").as_str()),
+                        ("password", "wrong"),
+                    ])
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let page = client()
+        .get(format!("{}/", app.console_url()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    println!(
+        "a signed-in page during 16 sign-ins: {:?}",
+        started.elapsed()
+    );
+    let mut statuses = Vec::new();
+    for guess in guesses {
+        statuses.push(guess.await.unwrap());
+    }
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "{statuses:?}"
+    );
+}
+
+/// A session ends when its operator is removed or their password changes (checked on every
+/// request), and at `actiongate approvals sessions revoke NAME`.
+#[tokio::test]
+async fn sessions_end_with_their_operators_credential() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_owned();
+    let start = |operators: Vec<(String, String)>| {
+        let data = data.clone();
+        async move {
+            let mut settings = common::test_settings(&data, &[]);
+            settings.console = Some(ConsoleSettings {
+                operators,
+                ..console(Duration::from_secs(600))
+            });
+            common::spawn_settings(settings, tempfile::tempdir().unwrap()).await
+        }
+    };
+    let ana = (
+        "ana".to_owned(),
+        actiongate::console::auth::hash_password("correct horse"),
+    );
+    let app = start(vec![ana.clone()]).await;
+    let (cookie, _) = sign_in(&app).await;
+    let home = |app: &TestApp| {
+        let (url, cookie) = (app.console_url(), cookie.clone());
+        async move {
+            client()
+                .get(format!("{url}/"))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(home(&app).await, 200);
+    app.stop().await;
+    // The same store, ana's password changed: her old session is over.
+    let changed = start(vec![(
+        "ana".to_owned(),
+        actiongate::console::auth::hash_password("a new passphrase"),
+    )])
+    .await;
+    assert_eq!(home(&changed).await, 303, "the password changed");
+    changed.stop().await;
+    // Removed from the operators: over too.
+    let app = start(vec![ana.clone()]).await;
+    let (cookie_again, _) = sign_in(&app).await;
+    app.stop().await;
+    let removed = start(vec![(
+        "ben".to_owned(),
+        actiongate::console::auth::hash_password("another"),
+    )])
+    .await;
+    let status = client()
+        .get(format!("{}/", removed.console_url()))
+        .header("cookie", &cookie_again)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 303, "the operator was removed");
+    removed.stop().await;
+    // Signed out everywhere from the terminal.
+    let app = start(vec![ana]).await;
+    let (last, _) = sign_in(&app).await;
+    let db = format!("sqlite:{}", data.join("data/actiongate.db").display());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["approvals", "--database-url", &db, "--data-dir"])
+        .arg(data.join("data"))
+        .args(["sessions", "revoke", "ana"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("session(s) of ana ended"));
+    let status = client()
+        .get(format!("{}/", app.console_url()))
+        .header("cookie", &last)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 303, "revoked");
+}
+
+/// The console answers only to its own names (DNS rebinding gets 421), builds every link
+/// from data with the id percent-encoded, and exports CSV no spreadsheet reads as a
+/// formula, whatever its separator.
+#[tokio::test]
+async fn the_console_answers_its_own_names_and_quotes_what_it_shows() {
+    let app = app_with_console(Duration::from_secs(600)).await;
+    let port = app.console_url().rsplit(':').next().unwrap().to_owned();
+    for (host, status) in [
+        ("evil.example".to_owned(), 421),
+        (format!("evil.example:{port}"), 421),
+        ("console.example".to_owned(), 200),
+        (format!("localhost:{port}"), 200),
+    ] {
+        let r = client()
+            .get(format!("{}/sign-in", app.console_url()))
+            .header("host", &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{host}");
+    }
+    let hostile = "x;=cmd|' /C calc'!A0;/../../?notice=pwn";
+    held(&app, hostile).await;
+    let (cookie, _) = sign_in(&app).await;
+    let get = |path: String| {
+        let cookie = cookie.clone();
+        async move {
+            client()
+                .get(path)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let home = get(format!("{}/", app.console_url())).await;
+    assert!(
+        home.contains(
+            "/conversations/x%3B%3Dcmd%7C%27%20%2FC%20calc%27%21A0%3B%2F..%2F..%2F%3Fnotice%3Dpwn"
+        ),
+        "{home}"
+    );
+    let csv = get(format!(
+        "{}/operations.csv?account=acct-21",
+        app.console_url()
+    ))
+    .await;
+    let row = csv
+        .lines()
+        .find(|l| l.contains("calc"))
+        .expect("the hostile row");
+    assert!(
+        row.contains("\"x;=cmd|' /C calc'!A0;/../../?notice=pwn\""),
+        "the cell is quoted whole: {row}"
+    );
+    for cell in row.split(',') {
+        assert!(
+            cell.starts_with('"') && cell.ends_with('"'),
+            "{cell} in {row}"
+        );
     }
 }

@@ -124,6 +124,10 @@ pub struct ConsoleSection {
     /// Minutes a sign-in lasts (default 480).
     #[serde(default)]
     pub session_minutes: Option<f64>,
+    /// Names (`Host` values) the console answers to besides loopback and the address it is
+    /// bound to, such as the name of a reverse proxy in front of it.
+    #[serde(default)]
+    pub hosts: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -154,6 +158,9 @@ pub struct ApprovalSection {
     pub notify_rasa_url: Option<String>,
     #[serde(default)]
     pub notify_rasa_token: Option<String>,
+    /// Open holds an account may have at once (default 5).
+    #[serde(default)]
+    pub max_open_per_account: Option<usize>,
 }
 
 /// The service's change events: where they are received and the secret they are signed
@@ -232,6 +239,10 @@ pub struct ConsentSection {
     pub account_claim: Option<String>,
     #[serde(default)]
     pub signing_secret: Option<String>,
+    /// The longest a signed account token may be valid for, in seconds (default 86400):
+    /// its `exp` is required.
+    #[serde(default)]
+    pub token_max_age_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -51,6 +51,8 @@ pub struct ConsoleSettings {
     pub operators: Vec<(String, String)>,
     /// How long a sign-in lasts.
     pub session: Duration,
+    /// Names the console answers to besides loopback and its bound address.
+    pub hosts: Vec<String>,
 }
 
 /// The events listener (`POST /v1/service-events`).
@@ -157,6 +159,9 @@ impl Settings {
                             .unwrap_or(480.0)
                             .max(0.01),
                     ),
+                    hosts: console_section
+                        .and_then(|c| c.hosts.clone())
+                        .unwrap_or_default(),
                 })
             }
         };
@@ -433,6 +438,11 @@ impl Settings {
                     claim: consent
                         .and_then(|c| c.account_claim.clone())
                         .unwrap_or_else(|| "sub".to_owned()),
+                    max_age: Duration::from_secs(
+                        consent
+                            .and_then(|c| c.token_max_age_secs)
+                            .unwrap_or(24 * 3600),
+                    ),
                 },
                 rate: RateLimit {
                     capacity,
@@ -475,5 +485,9 @@ fn approval_rules(section: Option<&super::ApprovalSection>) -> crate::consent::A
         }),
         notify_rasa_url: a.notify_rasa_url.clone(),
         notify_rasa_token: a.notify_rasa_token.clone(),
+        max_open_per_account: a
+            .max_open_per_account
+            .unwrap_or(defaults.max_open_per_account)
+            .max(1),
     }
 }

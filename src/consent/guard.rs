@@ -664,6 +664,26 @@ impl Guard {
             {
                 return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
             }
+            // One open hold per subscription, and a few per account, so a burst of holds
+            // cannot bury the ones a person must decide (a redelivery of this very "yes" is
+            // answered from its own hold, above).
+            let (for_account, for_subscription) = self
+                .store
+                .open_holds(&confirmation.account, &op.subscription)
+                .await?;
+            if let Some(open) = for_subscription.filter(|h| h.request_key != *key) {
+                return Ok(held_outcome(stored_terms(&open)).with_why(Some(
+                    "A change to this subscription already waits for a colleague's approval; it must be decided or withdrawn first.".into(),
+                )));
+            }
+            if for_account >= rules.max_open_per_account {
+                return Ok(Outcome::blocked(Reason::RateLimited)
+                    .with_current(Some(current))
+                    .with_why(Some(
+                        "Too many changes of this account already wait for a colleague's approval."
+                            .into(),
+                    )));
+            }
             let now = now_ms();
             let held = Approval {
                 request_key: key.clone(),

@@ -20,6 +20,9 @@ pub struct IdentityConfig {
     pub signing_secret: Option<String>,
     /// The claim of the token that names the account (default `sub`).
     pub claim: String,
+    /// The longest a token may be valid for: its `exp` is required, and no further than
+    /// this from now (nor its `iat`, when given, further back).
+    pub max_age: std::time::Duration,
 }
 
 impl Default for IdentityConfig {
@@ -28,6 +31,7 @@ impl Default for IdentityConfig {
             account_key: "account_id".to_owned(),
             signing_secret: None,
             claim: "sub".to_owned(),
+            max_age: std::time::Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -79,7 +83,15 @@ pub fn account(
     };
     Ok(match &config.signing_secret {
         None => Some(value.to_owned()),
-        Some(secret) => verify_hs256(value, secret.as_bytes(), &config.claim, now_secs()),
+        Some(secret) => {
+            let token = Token {
+                claim: &config.claim,
+                now: now_secs(),
+                max_age: config.max_age.as_secs() as i64,
+                sender: &tracker.sender_id,
+            };
+            verify_hs256(value, secret.as_bytes(), &token)
+        }
     })
 }
 
@@ -89,9 +101,24 @@ fn now_secs() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Verifies a compact HS256 JWT and returns its `claim`; `None` for anything invalid,
-/// expired or not yet valid.
-pub fn verify_hs256(token: &str, secret: &[u8], claim: &str, now: i64) -> Option<String> {
+/// What a token is held to.
+#[derive(Debug, Clone, Copy)]
+pub struct Token<'a> {
+    /// The claim naming the account.
+    pub claim: &'a str,
+    /// Unix seconds.
+    pub now: i64,
+    /// The longest validity accepted, in seconds.
+    pub max_age: i64,
+    /// The conversation it is presented in: a token with a `sid` claim is good only there.
+    pub sender: &'a str,
+}
+
+/// Verifies a compact HS256 JWT and returns its claim; `None` for anything invalid, without
+/// `exp`, expired, valid for longer than the maximum age, not yet valid, or issued for
+/// another conversation (`sid`).
+pub fn verify_hs256(token: &str, secret: &[u8], held: &Token<'_>) -> Option<String> {
+    let (claim, now) = (held.claim, held.now);
     let mut parts = token.split('.');
     let (header, payload, signature) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {
@@ -106,9 +133,19 @@ pub fn verify_hs256(token: &str, secret: &[u8], claim: &str, now: i64) -> Option
     mac.verify_slice(&URL_SAFE_NO_PAD.decode(signature).ok()?)
         .ok()?;
     let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
+    let exp = claims.get("exp")?.as_i64()?;
+    if exp <= now || exp - now > held.max_age {
+        return None;
+    }
+    if claims.get("iat").is_some_and(|iat| {
+        iat.as_i64()
+            .is_none_or(|iat| now - iat > held.max_age || iat > now + 60)
+    }) {
+        return None;
+    }
     if claims
-        .get("exp")
-        .is_some_and(|exp| exp.as_i64().is_none_or(|exp| exp <= now))
+        .get("sid")
+        .is_some_and(|sid| sid.as_str() != Some(held.sender))
     {
         return None;
     }
@@ -137,26 +174,62 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn at(now: i64) -> Token<'static> {
+        Token {
+            claim: "sub",
+            now,
+            max_age: 86_400,
+            sender: "chat-1",
+        }
+    }
+
     #[test]
     fn only_a_valid_unexpired_token_names_the_account() {
         let token = sign_hs256(&json!({"sub": "acct-7", "exp": 2_000}), b"secret");
         assert_eq!(
-            verify_hs256(&token, b"secret", "sub", 1_000).as_deref(),
+            verify_hs256(&token, b"secret", &at(1_000)).as_deref(),
             Some("acct-7")
         );
-        assert_eq!(verify_hs256(&token, b"other", "sub", 1_000), None);
-        assert_eq!(verify_hs256(&token, b"secret", "sub", 3_000), None);
+        assert_eq!(verify_hs256(&token, b"other", &at(1_000)), None);
+        assert_eq!(verify_hs256(&token, b"secret", &at(3_000)), None);
         let forged = token.replace(
             &token[token.find('.').unwrap() + 1..token.rfind('.').unwrap()],
             &URL_SAFE_NO_PAD.encode(json!({"sub": "acct-9", "exp": 2_000}).to_string()),
         );
-        assert_eq!(verify_hs256(&forged, b"secret", "sub", 1_000), None);
+        assert_eq!(verify_hs256(&forged, b"secret", &at(1_000)), None);
         let none_alg = format!(
             "{}.{}.",
             URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#),
             URL_SAFE_NO_PAD.encode(json!({"sub": "acct-7"}).to_string())
         );
-        assert_eq!(verify_hs256(&none_alg, b"secret", "sub", 1_000), None);
-        assert_eq!(verify_hs256("acct-7", b"secret", "sub", 1_000), None);
+        assert_eq!(verify_hs256(&none_alg, b"secret", &at(1_000)), None);
+        assert_eq!(verify_hs256("acct-7", b"secret", &at(1_000)), None);
+    }
+
+    #[test]
+    fn a_token_needs_exp_within_the_maximum_age_and_its_own_conversation() {
+        let sign = |claims: serde_json::Value| sign_hs256(&claims, b"secret");
+        // No exp: accepted forever before, refused now.
+        assert_eq!(
+            verify_hs256(&sign(json!({"sub": "acct-7"})), b"secret", &at(1_000)),
+            None
+        );
+        // Valid for longer than the maximum age.
+        let long = sign(json!({"sub": "acct-7", "exp": 1_000 + 86_401}));
+        assert_eq!(verify_hs256(&long, b"secret", &at(1_000)), None);
+        // Issued longer ago than the maximum age.
+        let old = sign(json!({"sub": "acct-7", "exp": 100_000, "iat": 1_000}));
+        assert_eq!(verify_hs256(&old, b"secret", &at(90_000)), None);
+        // Bound to a conversation: good there only.
+        let bound = sign(json!({"sub": "acct-7", "exp": 2_000, "sid": "chat-1"}));
+        assert_eq!(
+            verify_hs256(&bound, b"secret", &at(1_000)).as_deref(),
+            Some("acct-7")
+        );
+        let elsewhere = Token {
+            sender: "chat-2",
+            ..at(1_000)
+        };
+        assert_eq!(verify_hs256(&bound, b"secret", &elsewhere), None);
     }
 }

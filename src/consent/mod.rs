@@ -93,6 +93,8 @@ pub struct ApprovalRules {
     pub notify_rasa_url: Option<String>,
     /// Rasa's API token for that call.
     pub notify_rasa_token: Option<String>,
+    /// Open holds an account may have at once; one more is `blocked`/`rate_limited`.
+    pub max_open_per_account: usize,
 }
 
 impl Default for ApprovalRules {
@@ -104,6 +106,7 @@ impl Default for ApprovalRules {
             expiry: Duration::from_secs(24 * 3600),
             notify_rasa_url: None,
             notify_rasa_token: None,
+            max_open_per_account: 5,
         }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::net::TcpListener;
 use std::time::Duration;
 
+use actix_web::dev::Service as _;
 use actix_web::http::header;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
@@ -26,14 +27,88 @@ pub struct Console {
     pub operators: Vec<(String, String)>,
     /// How long a sign-in lasts.
     pub session: Duration,
+    /// The names it answers to besides the address it is bound to (`Host` header values,
+    /// with or without the port); any other `Host` is answered 421.
+    pub hosts: Vec<String>,
+    /// Failed sign-ins by name and by peer.
+    pub throttle: auth::Throttle,
+    /// Sign-ins whose password is being checked at once (argon2 is slow on purpose): more
+    /// are answered 429 at once, so signed-in operators' pages never wait behind them.
+    pub checking: tokio::sync::Semaphore,
+}
+
+/// Sign-ins checked at once.
+pub const CHECKS_AT_ONCE: usize = 2;
+
+impl Console {
+    pub fn new(
+        guard: Guard,
+        operators: Vec<(String, String)>,
+        session: Duration,
+        hosts: Vec<String>,
+    ) -> Self {
+        Self {
+            guard,
+            operators,
+            session,
+            hosts,
+            throttle: auth::Throttle::default(),
+            checking: tokio::sync::Semaphore::new(CHECKS_AT_ONCE),
+        }
+    }
+}
+
+/// The `Host` values the console answers to: loopback by name and number, the address it
+/// is bound to, and the configured names; each with its port, and bare (as browsers send a
+/// name on a default port).
+fn allowed_hosts(bound: std::net::SocketAddr, configured: &[String]) -> Vec<String> {
+    let port = bound.port();
+    let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()];
+    names.push(match bound.ip() {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    });
+    names.extend(configured.iter().map(|h| h.trim().to_ascii_lowercase()));
+    let mut allowed = Vec::new();
+    for name in names {
+        let has_port = name.rsplit_once(':').is_some_and(|(host, p)| {
+            !host.is_empty()
+                && (host.ends_with(']') || !host.contains(':'))
+                && p.parse::<u16>().is_ok()
+        });
+        if !has_port {
+            allowed.push(format!("{name}:{port}"));
+        }
+        allowed.push(name);
+    }
+    allowed
 }
 
 /// The console on `listener`; the server runs until stopped.
 pub fn serve(listener: TcpListener, console: Console) -> std::io::Result<actix_web::dev::Server> {
+    let hosts = std::sync::Arc::new(allowed_hosts(listener.local_addr()?, &console.hosts));
     let console = web::Data::new(console);
     Ok(HttpServer::new(move || {
+        let hosts = hosts.clone();
         App::new()
             .app_data(console.clone())
+            // DNS rebinding: a page on another name that resolves here is not the console.
+            .wrap_fn(move |req, srv| {
+                let host = req.connection_info().host().to_ascii_lowercase();
+                let known = hosts.contains(&host);
+                let call = known.then(|| srv.call(req));
+                async move {
+                    match call {
+                        Some(call) => call.await,
+                        None => Err(actix_web::error::InternalError::from_response(
+                            "misdirected",
+                            HttpResponse::MisdirectedRequest()
+                                .body("this console does not answer to that name"),
+                        )
+                        .into()),
+                    }
+                }
+            })
             .app_data(web::FormConfig::default().limit(16 * 1024))
             .wrap(
                 actix_web::middleware::DefaultHeaders::new()
@@ -98,7 +173,20 @@ async fn operator(
     };
     let digest = auth::digest(cookie.value());
     match console.guard.store().session(&digest).await {
-        Ok(Some(session)) => Ok((digest, session)),
+        // Still the operator it was opened for, with the same password hash.
+        Ok(Some(session))
+            if auth::credential(&console.operators, &session.operator).as_deref()
+                == Some(session.credential.as_str()) =>
+        {
+            Ok((digest, session))
+        }
+        Ok(Some(session)) => {
+            tracing::info!(operator = %session.operator, "a console session ended: its operator was removed or their password changed");
+            if let Err(e) = console.guard.store().close_session(&digest).await {
+                return Err(internal(e));
+            }
+            Err(refused())
+        }
         Ok(None) => Err(refused()),
         Err(e) => Err(internal(e)),
     }
@@ -152,10 +240,52 @@ async fn sign_in(
         return HttpResponse::Forbidden()
             .body("this form is not from this console: reload the sign-in page");
     }
-    let name = form.get("name").map(String::as_str).unwrap_or("");
-    let password = form.get("password").map(String::as_str).unwrap_or("");
-    if !auth::check_password(&console.operators, name, password) {
-        tracing::warn!(operator = name, "a console sign-in was refused");
+    let name = form
+        .get("name")
+        .map(String::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let password = form
+        .get("password")
+        .map(String::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let peer = req
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let keys = [format!("name:{name}"), format!("peer:{peer}")];
+    let too_many = |wait: Duration| {
+        HttpResponse::TooManyRequests()
+            .insert_header((header::RETRY_AFTER, wait.as_secs().max(1).to_string()))
+            .body("too many sign-ins: wait, then try again")
+    };
+    if let Some(wait) = console.throttle.retry_after(&keys) {
+        return too_many(wait);
+    }
+    // argon2 off the console's worker thread, and only a few at once.
+    let Ok(_turn) = console.checking.try_acquire() else {
+        return too_many(Duration::from_secs(1));
+    };
+    let operators = console.operators.clone();
+    let checked = {
+        let (name, password) = (name.clone(), password.clone());
+        web::block(move || auth::check_password(&operators, &name, &password)).await
+    };
+    let Ok(signed_in) = checked else {
+        return internal("the password check did not finish");
+    };
+    let name = name.as_str();
+    if !signed_in {
+        console.throttle.failed(&keys);
+        // The name is logged only when it is an operator's: a password typed into the
+        // name field must not land in the log.
+        match auth::credential(&console.operators, name) {
+            Some(_) => tracing::warn!(operator = name, "a console sign-in was refused"),
+            None => {
+                tracing::warn!("a console sign-in with a name that is no operator's was refused")
+            }
+        }
         let csrf = auth::token();
         return HttpResponse::Unauthorized()
             .cookie(auth::cookie(
@@ -168,12 +298,20 @@ async fn sign_in(
                 pages::sign_in(&csrf, Some("That name and password do not match.")).into_string(),
             );
     }
+    console.throttle.succeeded(&keys);
     let cookie = auth::token();
     let expires_at = now_ms() + console.session.as_millis() as i64;
+    let credential = auth::credential(&console.operators, name).unwrap_or_default();
     if let Err(e) = console
         .guard
         .store()
-        .open_session(&auth::digest(&cookie), name, &auth::token(), expires_at)
+        .open_session(
+            &auth::digest(&cookie),
+            name,
+            &auth::token(),
+            expires_at,
+            &credential,
+        )
         .await
     {
         return internal(e);
@@ -247,6 +385,7 @@ async fn held_page(
                 &items,
                 now,
                 q.notice.as_deref(),
+                console.guard.config().approval.max_open_per_account,
             ))
         }
         Err(e) => internal(e),
@@ -481,18 +620,16 @@ async fn operations_page(
     }
 }
 
-/// A CSV field: quoted when it must be, and never read as a formula by a spreadsheet.
+/// A CSV field, never read as a formula by a spreadsheet whatever its separator (`,` or
+/// `;`): always quoted, so no separator inside it starts a new cell, and prefixed with `'`
+/// when it begins as a formula does.
 fn csv(field: &str) -> String {
     let field = if field.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{field}")
     } else {
         field.to_owned()
     };
-    if field.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field
-    }
+    format!("\"{}\"", field.replace('"', "\"\""))
 }
 
 async fn operations_csv(

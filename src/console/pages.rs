@@ -109,7 +109,13 @@ fn terms(t: &Terms) -> Markup {
 }
 
 /// The held changes, oldest first, each with approve and reject.
-pub fn held(operator: (&str, &str), items: &[Approval], now: i64, notice: Option<&str>) -> Markup {
+pub fn held(
+    operator: (&str, &str),
+    items: &[Approval],
+    now: i64,
+    notice: Option<&str>,
+    per_account: usize,
+) -> Markup {
     let csrf = operator.1;
     layout(
         "Held changes",
@@ -117,6 +123,7 @@ pub fn held(operator: (&str, &str), items: &[Approval], now: i64, notice: Option
         html! {
             h1 { "Held changes" }
             @if let Some(notice) = notice { p.card role="status" { (notice) } }
+            p.meta { "At most one change per subscription and " (per_account) " per account wait at once; more are refused to the customer." }
             @if items.is_empty() { p.card { "Nothing is waiting for approval." } }
             @for a in items {
                 @let t: Option<Terms> = serde_json::from_str(&a.terms).ok();
@@ -125,7 +132,7 @@ pub fn held(operator: (&str, &str), items: &[Approval], now: i64, notice: Option
                         "Account " strong { (a.account) } " · " (a.subscription) " · " (a.change_type)
                         " · waiting " (waited(now - a.created_at))
                         " · held by rule " (a.rule)
-                        " · " a href=(format!("/conversations/{}", a.sender_id)) { "conversation" }
+                        " · " a href=(conversation_link(&a.sender_id)) { "conversation" }
                     }
                     p { "The customer was asked:" }
                     div.quote { (a.question) }
@@ -167,7 +174,7 @@ pub fn pending(operator: (&str, &str), ops: &[Operation], notice: Option<&str>) 
             @for op in ops {
                 section.card {
                     div.meta { "Account " strong { (op.account) } " · " (op.subscription) " · " (op.change_type) " · sent " (when(op.updated_at)) }
-                    p { (badge(op.state.as_str())) " " a href=(format!("/conversations/{}", op.sender_id)) { "conversation" } }
+                    p { (badge(op.state.as_str())) " " a href=(conversation_link(&op.sender_id)) { "conversation" } }
                     form method="post" action=(format!("/pending/{}/check", op.request_key)) {
                         input type="hidden" name="csrf" value=(operator.1);
                         button type="submit" { "Check now" }
@@ -240,14 +247,14 @@ pub fn operations(
                         tr {
                             td { (when(op.created_at)) } td { (op.account) } td { (op.subscription) } td { (op.change_type) }
                             td { (badge(op.state.as_str())) }
-                            td { a href=(format!("/conversations/{}", op.sender_id)) { (op.sender_id) } }
+                            td { a href=(conversation_link(&op.sender_id)) { (op.sender_id) } }
                         }
                     }
                     @for a in held {
                         tr {
                             td { (when(a.created_at)) } td { (a.account) } td { (a.subscription) } td { (a.change_type) }
                             td { (badge(a.state.as_str())) @if let Some(by) = &a.decided_by { " by " (by) } }
-                            td { a href=(format!("/conversations/{}", a.sender_id)) { (a.sender_id) } }
+                            td { a href=(conversation_link(&a.sender_id)) { (a.sender_id) } }
                         }
                     }
                 }
@@ -275,7 +282,7 @@ pub fn mismatches(operator: (&str, &str), items: &[(ReceivedEvent, Option<Operat
                     @match op {
                         Some(op) => {
                             p { "The request: " (op.change_type) " on " (op.subscription) " at r" (op.revision)
-                                " for " (op.account) ", " a href=(format!("/conversations/{}", op.sender_id)) { "conversation" }
+                                " for " (op.account) ", " a href=(conversation_link(&op.sender_id)) { "conversation" }
                                 " · now " (badge(op.state.as_str())) }
                             @if let Ok(t) = serde_json::from_str::<Terms>(&op.terms) { (terms(&t)) }
                         }
@@ -329,5 +336,17 @@ pub fn timeline(
                 }
             }
         },
+    )
+}
+
+/// The timeline's path for a conversation: the sender id is one path segment,
+/// percent-encoded (`x/../../?notice=…` or `victim?x=` stay the id they are).
+fn conversation_link(sender_id: &str) -> String {
+    format!(
+        "/conversations/{}",
+        percent_encoding::utf8_percent_encode(
+            sender_id,
+            crate::subscriptions::client::NOT_UNRESERVED
+        )
     )
 }

@@ -174,6 +174,31 @@ impl Store {
         Ok(row.map(|r| approval_from(&r)))
     }
 
+    /// The account's open (held, unexpired) holds, how many; and the subscription's open
+    /// hold, if it has one.
+    pub async fn open_holds(
+        &self,
+        account: &str,
+        subscription: &str,
+    ) -> Result<(usize, Option<Approval>), StoreError> {
+        let now = now_ms();
+        let count: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM approvals WHERE account = $1 AND state = 'held' AND expires_at > $2",
+        )
+        .bind(account)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM approvals WHERE subscription = $1 AND state = 'held' AND expires_at > $2 ORDER BY created_at LIMIT 1"
+        ))
+        .bind(subscription)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok((count as usize, row.map(|r| approval_from(&r))))
+    }
+
     /// Approves a held, unexpired change: `true` for exactly one caller however many
     /// approve at once, on any replica.
     pub async fn start_approval(
@@ -295,6 +320,9 @@ pub struct OperatorSession {
     /// The token every form of this session carries.
     pub csrf: String,
     pub expires_at: i64,
+    /// The fingerprint of the credential it was opened with (the SHA-256 of the
+    /// operator's password hash then).
+    pub credential: String,
 }
 
 /// What the console's search narrows operations to (every field optional).
@@ -318,15 +346,17 @@ impl Store {
         operator: &str,
         csrf: &str,
         expires_at: i64,
+        credential: &str,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO operator_sessions (id_hash, operator, csrf, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO operator_sessions (id_hash, operator, csrf, created_at, expires_at, credential) VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(id_hash)
         .bind(operator)
         .bind(csrf)
         .bind(now_ms())
         .bind(expires_at)
+        .bind(credential)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -335,7 +365,7 @@ impl Store {
     /// The unexpired session under the digest of a cookie.
     pub async fn session(&self, id_hash: &str) -> Result<Option<OperatorSession>, StoreError> {
         let row = sqlx::query(
-            "SELECT operator, csrf, expires_at FROM operator_sessions WHERE id_hash = $1 AND expires_at > $2",
+            "SELECT operator, csrf, expires_at, credential FROM operator_sessions WHERE id_hash = $1 AND expires_at > $2",
         )
         .bind(id_hash)
         .bind(now_ms())
@@ -345,7 +375,17 @@ impl Store {
             operator: r.get(0),
             csrf: r.get(1),
             expires_at: r.get(2),
+            credential: r.get(3),
         }))
+    }
+
+    /// Ends every session of an operator (sign-out everywhere); how many there were.
+    pub async fn close_sessions_of(&self, operator: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM operator_sessions WHERE operator = $1")
+            .bind(operator)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     /// Ends a session (sign-out), and drops every expired one.

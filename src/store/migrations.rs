@@ -50,6 +50,12 @@ const FILES: &[File] = &[
         sqlite: include_str!("../../migrations/sqlite/0005_operator_sessions.sql"),
         postgres: include_str!("../../migrations/postgres/0005_operator_sessions.sql"),
     },
+    File {
+        version: 6,
+        description: "session credential",
+        sqlite: include_str!("../../migrations/sqlite/0006_session_credential.sql"),
+        postgres: include_str!("../../migrations/postgres/0006_session_credential.sql"),
+    },
 ];
 
 /// The files of one dialect, as sqlx's migrator reads a source.
@@ -193,7 +199,7 @@ mod tests {
                 .await
                 .unwrap();
         // 1 and 2 adopted; the later ones, which the earlier runner never had, applied.
-        assert_eq!(recorded, [1, 2, 3, 4, 5]);
+        assert_eq!(recorded, [1, 2, 3, 4, 5, 6]);
         let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit")
             .fetch_one(&pool)
             .await
