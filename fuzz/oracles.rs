@@ -142,8 +142,12 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                         Some(None) => signals.confirm_slot.is_some(),
                     };
                 let parsed = json.get("parse_data").and_then(|p| p.get("intent"));
+                let given = said
+                    .split_once('@')
+                    .and_then(|(_, rest)| rest.split('{').next())
+                    .and_then(|c| c.trim().parse::<f64>().ok());
                 let (intent, confidence) = match named {
-                    Some(Some(name)) => (Some(name), Some(1.0)),
+                    Some(Some(name)) => (Some(name), Some(given.unwrap_or(1.0))),
                     Some(None) => (None, None),
                     None => (
                         parsed.and_then(|i| i.get("name")).and_then(Value::as_str),

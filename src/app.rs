@@ -352,6 +352,19 @@ fn start_grpc(
     Ok(GrpcRunning { port, stop, task })
 }
 
+/// Raises the open-file soft limit to the hard limit (systemd's default soft limit is 1024:
+/// a few hundred slow clients would otherwise leave no descriptor for Rasa's calls), and
+/// logs both.
+fn raise_descriptor_limit() {
+    match rlimit::Resource::NOFILE.get() {
+        Ok((soft, hard)) => {
+            let raised = rlimit::increase_nofile_limit(hard).unwrap_or(soft);
+            tracing::info!(soft_was = soft, soft = raised, hard, "open-file limit");
+        }
+        Err(e) => tracing::warn!(error = %e, "the open-file limit could not be read"),
+    }
+}
+
 /// Resolves unknown outcomes and trims the audit trail, in the background.
 fn spawn_housekeeping(
     guard: Guard,
@@ -398,6 +411,7 @@ fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, StartErro
 /// `actiongate serve`: runs until SIGTERM/SIGINT, then lets in-flight requests finish.
 pub async fn serve(args: &ServeArgs) -> Result<(), StartError> {
     let settings = Settings::resolve(args)?;
+    raise_descriptor_limit();
     let started = start(&settings).await?;
     let events = started.events.map(|e| e.handle);
     let console = started.console.map(|c| c.handle);

@@ -409,8 +409,9 @@ impl Said {
 enum UserMessage<'t> {
     /// A customer's own words.
     Customer,
-    /// A `/intent` payload (a button): the intent it names.
-    Intent(&'t str),
+    /// A `/intent` payload (a button): the intent it names, and the confidence it gives
+    /// (`/affirm@0.4`), if it gives one.
+    Intent(&'t str, Option<f64>),
     /// Any other payload, such as Rasa Pro's `/SetSlots(...)` (a button, or a command).
     Command,
     /// Written by Rasa itself (reminders, `trigger_intent`), or without text.
@@ -432,7 +433,11 @@ fn classify(text: &str, external: bool) -> UserMessage<'_> {
                 .chars()
                 .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
         if an_intent {
-            UserMessage::Intent(name)
+            let confidence = payload
+                .split_once('@')
+                .and_then(|(_, rest)| rest.split('{').next())
+                .and_then(|c| c.trim().parse::<f64>().ok());
+            UserMessage::Intent(name, confidence)
         } else {
             UserMessage::Command
         }
@@ -497,9 +502,10 @@ pub fn read(
                         }
                         Given::Typed
                     }
-                    // A button: the intent it names, as Rasa reads it (at full confidence).
-                    UserMessage::Intent(name) => {
-                        heard.record(signals.intent(name, Some(1.0)));
+                    // A button: the intent it names, as Rasa reads it (at full confidence
+                    // unless the payload gives one).
+                    UserMessage::Intent(name, confidence) => {
+                        heard.record(signals.intent(name, Some(confidence.unwrap_or(1.0))));
                         Given::Payload
                     }
                     UserMessage::Command if signals.confirm_slot.is_some() => Given::Payload,
@@ -695,7 +701,8 @@ pub enum SessionIdentity {
 /// still stands). Rasa writes the session's metadata right before it runs
 /// `action_session_start`, and again between `session_started` and the `action_listen`
 /// that ends the start; those are the session's start. Any other write in the session is a
-/// rewrite; a write in an earlier session does not reach this one. With no
+/// rewrite; a write in an earlier session does not reach this one, unless this session's
+/// start wrote no value of its own (it only carried the earlier one over). With no
 /// `session_started` in view (trimmed), the window's first events count as the start as
 /// long as they are only slot events (carried over, or the metadata itself) and
 /// `action_session_start`. Only slot events whose raw text may name the slot (it does, or
@@ -715,16 +722,35 @@ pub fn session_identity(
             _ => false,
         })
     };
+    // A start that wrote the metadata itself: the channel's write right before
+    // `action_session_start`.
+    let wrote_own = |s: usize| -> Result<bool, MalformedEvent> {
+        Ok(s >= 2
+            && action_named(s - 1, "action_session_start")?
+            && events[s - 2].kind() == EventKind::Slot
+            && lite(s - 2, &events[s - 2])?.name.as_deref() == Some(name))
+    };
+    // A start that wrote none of its own only carried the earlier session's value over
+    // (with whatever rewrote it there): read from the earlier start, until one wrote its own.
+    let mut start = started;
+    while let Some(s) = start {
+        if wrote_own(s)? {
+            break;
+        }
+        start = events[..s]
+            .iter()
+            .rposition(|e| e.kind() == EventKind::SessionStarted);
+    }
     // Where the session's events begin: its pre-start write, when there is one.
-    let from = match started {
-        Some(s) if s >= 2 && action_named(s - 1, "action_session_start")? => s - 2,
+    let from = match start {
+        Some(s) if wrote_own(s)? => s - 2,
         Some(s) => s,
         None => 0,
     };
     // Inside the start (after `session_started`, before its `action_listen`), and, in a
     // trimmed window, still among its first slot events.
     let mut starting = false;
-    let mut window_start = started.is_none();
+    let mut window_start = start.is_none();
     let mut value = None;
     for (at, event) in events.iter().enumerate().skip(from) {
         match event.kind() {

@@ -564,7 +564,7 @@ async fn a_withdrawn_hold_is_never_sent() {
         .unwrap()
         .is_none());
     assert_eq!(app.revision(WINE).await, 3, "nothing was sent");
-    // Check reports it; withdrawing again finds nothing held.
+    // Check reports it; withdrawing again reports the withdrawal, nothing done again.
     assert_eq!(
         status_reason(&check(&app, &mut c).await),
         ("blocked", Some("withdrawn"))
@@ -572,7 +572,7 @@ async fn a_withdrawn_hold_is_never_sent() {
     let (_, again) = c.run(&app, "withdraw_subscription_change").await.unwrap();
     assert_eq!(
         status_reason(&common::outcome_of(&again)),
-        ("blocked", Some("not_selected"))
+        ("blocked", Some("withdrawn"))
     );
     // The withdrawal is in the audit trail, by the customer.
     let trail = app

@@ -580,7 +580,9 @@ fn a_button_is_the_reply_with_the_meaning_of_the_intent_it_names() {
         ("/affirm", Meaning::Yes),
         ("/deny", Meaning::No),
         ("/affirm{\"subscription\": \"WS-SUB-3304\"}", Meaning::Yes),
-        ("/affirm@0.2", Meaning::Yes),
+        ("/affirm@0.9", Meaning::Yes),
+        // The payload's own confidence, when it gives one, is held to the floor too.
+        ("/affirm@0.2", Meaning::Unclear),
         ("/greet", Meaning::Unclear),
     ] {
         let c = read_default(&asked_then(&[button(payload, 11.0)]));
@@ -752,6 +754,19 @@ fn an_identity_written_outside_a_sessions_start_is_seen_however_it_is_spelled() 
     later.extend([user("hi"), meta("b")]);
     later.extend(start("a"));
     assert_eq!(identity(&later), started("a"));
+    // A later start that wrote no metadata of its own only carries the rewritten value
+    // over (a reminder or trigger_intent after the session expired): still untrusted.
+    let mut carried = start("a");
+    carried.extend([
+        user("hi"),
+        meta("b"),
+        action("action_listen"),
+        action("action_session_start"),
+        json!({"event": "session_started", "timestamp": 5.0}),
+        meta("b"),
+        action("action_listen"),
+    ]);
+    assert_eq!(identity(&carried), SessionIdentity::Rewritten);
     // ... but a rewrite before a restart of the same session still counts.
     let mut before_restart = start("a");
     before_restart.extend([user("hi"), meta("b"), json!({"event": "restart"})]);

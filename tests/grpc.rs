@@ -607,3 +607,26 @@ fn grpc_on_the_port_and_beside_it_at_once_is_a_configuration_error() {
     let settings = actiongate::config::Settings::resolve(&cli.serve).unwrap();
     assert_eq!(settings.grpc, actiongate::config::GrpcMode::Beside(5057));
 }
+
+/// A connection that never speaks is closed after the first-bytes limit (issue 24: silent
+/// connections kept for minutes exhausted the descriptors of every listener), and a call
+/// still goes through.
+#[tokio::test]
+async fn a_silent_connection_to_the_grpc_port_is_closed() {
+    use tokio::io::AsyncReadExt;
+    let app = spawn_app_with(&["--grpc-port", "0"], |s| {
+        s.server.first_bytes = Duration::from_millis(300);
+    })
+    .await;
+    let addr = app.grpc_url().trim_start_matches("http://").to_owned();
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(5), silent.read(&mut byte)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the silent connection is still open: {read:?}"
+    );
+    let mut grpc = client(&app).await;
+    let listed = grpc.actions(ActionsRequest {}).await.unwrap();
+    assert_eq!(listed.get_ref().actions.len(), 5);
+}

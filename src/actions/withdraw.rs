@@ -21,18 +21,27 @@ impl Action for WithdrawSubscriptionChange {
         let outcome = match account.as_deref() {
             None => Outcome::not_authenticated(),
             Some(account) => {
-                let held = guard
+                let latest = guard
                     .store()
                     .latest_approval_for_sender(&tracker.sender_id)
                     .await
                     .map_err(ActionError::failed)?
-                    .filter(|a| a.account == account && a.state == ApprovalState::Held);
-                let withdrawn = match &held {
+                    .filter(|a| a.account == account);
+                let withdrawn = match latest.as_ref().filter(|a| a.state == ApprovalState::Held) {
                     Some(held) => guard.withdraw(held).await.map_err(ActionError::failed)?,
                     None => None,
                 };
-                // Nothing held any more (or ever): nothing to take back.
-                withdrawn.unwrap_or_else(|| Outcome::blocked(Reason::NotSelected))
+                match (withdrawn, latest) {
+                    (Some(withdrawn), _) => withdrawn,
+                    // Decided before the customer took it back (or just now, by an
+                    // operator): what became of it, rather than "nothing was prepared".
+                    (None, Some(decided)) => guard
+                        .approval_outcome(&decided)
+                        .await
+                        .map_err(ActionError::failed)?,
+                    // Never held: nothing to take back.
+                    (None, None) => Outcome::blocked(Reason::NotSelected),
+                }
             }
         };
         if outcome.reason != Some(Reason::Withdrawn) {

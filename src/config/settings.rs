@@ -251,6 +251,7 @@ impl Settings {
                 .decompressed_limit
                 .or_else(|| server.and_then(|s| s.decompressed_limit))
                 .unwrap_or(BodyLimits::default().max_decompressed),
+            ..BodyLimits::default()
         };
         let body_budget = args
             .body_budget

@@ -844,9 +844,16 @@ impl Guard {
                 let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
                 let outcome = applied(&terms);
                 let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-                self.store
+                if !self
+                    .store
                     .set_state(&op.request_key, OpState::Applied, Some(&json))
-                    .await?;
+                    .await?
+                {
+                    // Resolved meanwhile: what was recorded stands.
+                    if let Some(now) = self.store.operation(&op.request_key).await? {
+                        return Ok(recorded(&now));
+                    }
+                }
                 Ok(outcome)
             }
             Ok(KeyState::Void) => {

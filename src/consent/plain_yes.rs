@@ -51,6 +51,13 @@ impl Role {
 }
 
 const AFFIRMS: &[&str] = &[
+    "i do",
+    "i will",
+    "i can confirm",
+    "i mean it",
+    "that is what i want",
+    "thats what i want",
+    "✓",
     "yes",
     "yeah",
     "yea",
@@ -193,7 +200,6 @@ const FILLS: &[&str] = &[
     "right now",
     "go",
     "ahead",
-    "do",
     "make",
     "change",
     "we",
@@ -228,6 +234,28 @@ const FILLS: &[&str] = &[
 ];
 
 const NEGATES: &[&str] = &[
+    // Polite refusals built of a filler and a yes-word.
+    "i'm good",
+    "im good",
+    "i am good",
+    "i'm fine",
+    "im fine",
+    "i am fine",
+    "i'm ok",
+    "im ok",
+    "i am ok",
+    "i'm okay",
+    "im okay",
+    "i'm alright",
+    "im alright",
+    "i am alright",
+    "i'm all right",
+    "im all right",
+    "i'm all good",
+    "im all good",
+    "yeah right",
+    "good for you",
+    "¬",
     "no",
     "not",
     "never",
@@ -413,6 +441,8 @@ pub enum NotPlain {
     Refusal { words: String, role: Role },
     /// A word that is none of the lists' and not the question's.
     Unexpected(String),
+    /// A word of the question on its own, which may mean something else ("stop").
+    Alone(String),
     /// Nothing in the reply says yes.
     NoAffirmation,
 }
@@ -431,6 +461,10 @@ impl fmt::Display for NotPlain {
             Self::Unexpected(word) => write!(
                 f,
                 "The reply was not a plain yes: \"{word}\" is neither a yes nor a word of the question."
+            ),
+            Self::Alone(word) => write!(
+                f,
+                "The reply was not a plain yes: \"{word}\" on its own may mean something else."
             ),
             Self::NoAffirmation => f.write_str("The reply was not a plain yes: it says no yes."),
         }
@@ -499,8 +533,15 @@ impl ReplyWords {
     pub fn read(&self, reply: &str, question_words: &[&str]) -> Result<(), NotPlain> {
         let words = tokens(reply);
         let allowed: HashSet<String> = question_words.iter().flat_map(|q| tokens(q)).collect();
+        // A word of the question counts only beside another word of it ("stop the renewal",
+        // "style box"): alone, "stop", "cancel", "skip" or "next" say something else ("ok,
+        // stop", "fine, skip it").
+        let of_question: Vec<bool> = words.iter().map(|w| allowed.contains(w)).collect();
+        let beside = |at: usize| {
+            (at > 0 && of_question[at - 1]) || of_question.get(at + 1).copied().unwrap_or(false)
+        };
         let mut affirmed = false;
-        let mut unexpected: Option<String> = None;
+        let mut unexpected: Option<NotPlain> = None;
         let mut at = 0;
         while at < words.len() {
             let (role, len) = self.longest_at(&words, at);
@@ -511,15 +552,18 @@ impl ReplyWords {
                 }
                 Some(Role::Affirms) => affirmed = true,
                 Some(_) => {}
-                None if allowed.contains(&span) => {}
+                None if of_question[at] && beside(at) => {}
+                None if of_question[at] => {
+                    unexpected.get_or_insert(NotPlain::Alone(span));
+                }
                 None => {
-                    unexpected.get_or_insert(span);
+                    unexpected.get_or_insert(NotPlain::Unexpected(span));
                 }
             }
             at += len;
         }
         match unexpected {
-            Some(word) => Err(NotPlain::Unexpected(word)),
+            Some(not_plain) => Err(not_plain),
             None if !affirmed => Err(NotPlain::NoAffirmation),
             None => Ok(()),
         }
@@ -564,8 +608,21 @@ pub fn tokens(text: &str) -> Vec<String> {
             continue;
         }
         flush(&mut word, &mut out);
-        if matches!(c, '?' | '\u{00BF}' | '\u{061F}' | '\u{2E2E}') {
+        // Question marks of other scripts too (the interrobang, Armenian, Ethiopic, the
+        // Greek one); `¬` negates.
+        if matches!(
+            c,
+            '?' | '\u{00BF}'
+                | '\u{061F}'
+                | '\u{2E2E}'
+                | '\u{203D}'
+                | '\u{055E}'
+                | '\u{1367}'
+                | '\u{037E}'
+        ) {
             out.push("?".to_owned());
+        } else if c == '\u{00AC}' {
+            out.push("¬".to_owned());
         } else if is_emoji(c) {
             out.push(c.to_string());
         }
@@ -591,7 +648,8 @@ fn squeeze(word: &str, keep: usize) -> String {
     for c in word.chars() {
         run = if Some(c) == last { run + 1 } else { 1 };
         last = Some(c);
-        if run <= keep {
+        // Letters held down, never digits ("1000" is not "100").
+        if run <= keep || !c.is_alphabetic() {
             out.push(c);
         }
     }
@@ -769,6 +827,49 @@ mod tests {
         );
         // An added word's role is taken over a built-in one.
         assert!(words.read("yes", &[]).is_err());
+    }
+
+    #[test]
+    fn polite_refusals_and_a_label_word_alone_are_not_a_yes() {
+        for reply in [
+            "I'm good, thanks",
+            "Thanks, I'm fine",
+            "I'm ok",
+            "im alright",
+            "yeah right",
+            "good for you",
+            "¬yes",
+            "yes‽",
+        ] {
+            assert!(
+                matches!(read(reply), Err(NotPlain::Refusal { .. })),
+                "{reply:?}"
+            );
+        }
+        // "stop" is a word of the label, but alone it can mean "stop, don't".
+        assert_eq!(read("ok, stop"), Err(NotPlain::Alone("stop".into())));
+        assert_eq!(read("ok stop it"), Err(NotPlain::Alone("stop".into())));
+        assert_eq!(read("yes, stop the renewal"), Ok(()));
+        let wine = [
+            "Cancel now and close the cellar account",
+            "WS-SUB-7001 (Wine Club, quarterly)",
+        ];
+        let words = ReplyWords::default();
+        assert!(words.read("ok, cancel that", &wine).is_err());
+        assert!(words.read("ok close it", &wine).is_err());
+        assert_eq!(words.read("yes, cancel now", &wine), Ok(()));
+        // Digits are not letters held down; "do" is no filler.
+        assert!(read("1000").is_err());
+        assert!(read("ok do I").is_err());
+        for reply in [
+            "Yes, I can confirm",
+            "yes I will",
+            "yes I do",
+            "thats what i want",
+            "✓",
+        ] {
+            assert_eq!(read(reply), Ok(()), "{reply:?}");
+        }
     }
 
     #[test]

@@ -788,13 +788,15 @@ async fn bodies_past_the_budget_get_503_and_the_budget_comes_back() {
         settings.body_budget = 1024 * 1024;
     })
     .await;
-    // A client declares 900 KB and sends a little: the server holds room for it.
+    // A client sends 900 KB of a 950 KB body and stalls: the server holds room for what
+    // arrived (never for what is only declared).
     let addr = s.url.trim_start_matches("http://").to_owned();
     let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
     stalled
-        .write_all(b"POST /webhook HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 900000\r\n\r\n{\"next_action\":")
+        .write_all(b"POST /webhook HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 950000\r\n\r\n")
         .await
         .unwrap();
+    stalled.write_all(&vec![b' '; 900_000]).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // Another 300 KB does not fit beside it: 503, a JSON error, nothing run.
     let (status, text) = post_padded(&s, 300_000, false).await;
@@ -825,4 +827,65 @@ async fn bodies_past_the_budget_get_503_and_the_budget_comes_back() {
         "the room held by the dropped request never came back"
     );
     assert_eq!(post_padded(&s, 600_000, true).await.0, 200);
+}
+
+/// A length that is only declared holds nothing: idle uploads that declare 64 MiB and send
+/// nothing do not take the budget from the requests that do arrive (issue 24).
+#[tokio::test]
+async fn a_declared_length_that_never_comes_holds_no_budget() {
+    use tokio::io::AsyncWriteExt;
+    let s = spawn(|settings| {
+        settings.body_budget = 128 * 1024 * 1024;
+    })
+    .await;
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        stream
+            .write_all(b"POST /webhook HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 67108864\r\n\r\n")
+            .await
+            .unwrap();
+        idle.push(stream);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (status, text) = post_padded(&s, 300_000, false).await;
+    assert_eq!(status, 200, "{text}");
+    drop(idle);
+}
+
+/// A body trickled below the minimum rate, after the grace, is cut off with 408 and a JSON
+/// error; nothing runs, and the server keeps serving.
+#[tokio::test]
+async fn a_body_trickled_below_the_minimum_rate_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = spawn(|settings| {
+        settings.limits.grace = std::time::Duration::from_millis(300);
+        settings.limits.min_rate = 1000;
+    })
+    .await;
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream
+        .write_all(b"POST /webhook HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{")
+        .await
+        .unwrap();
+    let trickle = async {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            if stream.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+    };
+    let mut answer = Vec::new();
+    tokio::select! {
+        () = trickle => {}
+        () = tokio::time::sleep(std::time::Duration::from_secs(10)) => panic!("never cut off"),
+    }
+    let _ = stream.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("arrived too slowly"), "{text}");
+    s.still_serves().await;
 }

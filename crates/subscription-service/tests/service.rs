@@ -534,3 +534,42 @@ async fn a_lookup_tells_in_flight_from_made_and_fences_a_key_never_received() {
     .await;
     assert_eq!(fresh.status(), 201);
 }
+
+/// A command the service was still holding when it stopped never reached its atomic step:
+/// after a restart its key is void (404), never in flight for ever (202), and a command
+/// sent again with it changes nothing.
+#[tokio::test]
+async fn a_command_cut_off_by_a_restart_is_void_afterwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, handle) = start_with_delay(dir.path(), None, Duration::from_secs(5)).await;
+    let pending = tokio::spawn({
+        let url = url.clone();
+        async move {
+            let _ = command(
+                &url,
+                "WS-SUB-3304",
+                Some("\"r4\""),
+                Some("k-cut"),
+                "stop_renewal",
+            )
+            .await;
+        }
+    });
+    tokio::time::sleep(IN_FLIGHT).await;
+    assert_eq!(lookup(&url, "k-cut").await.0, 202);
+    handle.stop(false).await;
+    pending.abort();
+    let (url, _) = start(dir.path(), None).await;
+    let (status, body) = lookup(&url, "k-cut").await;
+    assert_eq!((status, body["status"].as_str()), (404, Some("void")));
+    let again = command(
+        &url,
+        "WS-SUB-3304",
+        Some("\"r4\""),
+        Some("k-cut"),
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(again.status(), 410);
+    assert_eq!(record(&url, "WS-SUB-3304").await["revision"], 4);
+}

@@ -120,9 +120,12 @@ fn summary(body: &Value) -> String {
     }
 }
 
-const EXPECTED_APPLY: [&str; 5] = [
+const EXPECTED_APPLY: [&str; 6] = [
     "applied",
     "pending_verification/outcome_unknown",
+    // An unknown outcome the service resolved: it never received the command (an injected
+    // failure answered before it), and fenced the key.
+    "failed/not_sent",
     "blocked/service_unavailable",
     "blocked/stale_at_service",
     "blocked/benefit_loss_hidden",

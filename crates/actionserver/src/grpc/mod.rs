@@ -9,6 +9,7 @@
 //! token. Nothing echoes the request.
 
 pub mod convert;
+mod incoming;
 #[allow(clippy::all)]
 pub mod proto;
 
@@ -66,7 +67,15 @@ impl ActionServer {
     ) -> Result<(), GrpcError> {
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let settings = &self.core.settings;
+        let incoming = incoming::incoming(
+            listener,
+            incoming::ConnectionLimits {
+                per_listener: settings.max_connections_per_worker * settings.workers.max(1) * 4,
+                per_peer: settings.max_connections_per_peer,
+                first_bytes: settings.first_bytes,
+            },
+        );
         // One limit in gRPC: on the message as decoded (decompressed), and on its frame.
         let limit = self.core.settings.limits.max_decompressed;
         // The token is checked on the call's metadata before its message is read.
@@ -98,8 +107,13 @@ impl ActionServer {
             .await;
         // Windows large enough that a tracker of thousands of events arrives without a
         // round trip per 64 KiB; they bound what a client may send ahead, not memory held.
+        // Idle connections do not stay for good: pings a client must answer, and every
+        // connection closed (after its calls finish) once it is five minutes old.
         let mut builder = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(60)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+            .max_connection_age(Duration::from_secs(300))
+            .max_connection_age_grace(Duration::from_secs(30))
             .initial_stream_window_size(Some(4 << 20))
             .initial_connection_window_size(Some(8 << 20))
             .tcp_nodelay(true);
@@ -262,6 +276,7 @@ pub fn status_of(error: &ApiError) -> Status {
             Status::resource_exhausted(error.to_string())
         }
         ApiError::Unavailable => Status::unavailable(error.to_string()),
+        ApiError::TooSlow => Status::deadline_exceeded(error.to_string()),
         ApiError::BadRequest { .. }
         | ApiError::UnsupportedEncoding(_)
         | ApiError::NotFound

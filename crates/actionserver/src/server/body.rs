@@ -1,6 +1,7 @@
 //! Reading a request body: a bound on the bytes received, then on the bytes they
-//! decompress to (deflate as zlib or raw, and gzip; the header matched in any case), and
-//! a budget for the bytes of all the bodies held at once.
+//! decompress to (deflate as zlib or raw, and gzip; the header matched in any case), a
+//! budget for the bytes of all the bodies held at once (taken as bytes arrive, never as
+//! declared), and a minimum rate at which they must arrive.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -21,6 +22,12 @@ pub struct BodyLimits {
     pub max_body: usize,
     /// Bytes after decompression.
     pub max_decompressed: usize,
+    /// How long a body may take before it must keep [`Self::min_rate`], as nginx's
+    /// `client_body_timeout` bounds a client that sends nothing: a body that has not
+    /// arrived by `grace + received / min_rate` is cut off (408).
+    pub grace: std::time::Duration,
+    /// Bytes a second a body must arrive at, after the grace, on average.
+    pub min_rate: usize,
 }
 
 impl Default for BodyLimits {
@@ -28,7 +35,17 @@ impl Default for BodyLimits {
         Self {
             max_body: 64 * 1024 * 1024,
             max_decompressed: 256 * 1024 * 1024,
+            grace: std::time::Duration::from_secs(10),
+            min_rate: 64 * 1024,
         }
+    }
+}
+
+impl BodyLimits {
+    /// When a body that has `received` bytes so far must have its next byte.
+    fn deadline(&self, start: tokio::time::Instant, received: usize) -> tokio::time::Instant {
+        let rate = self.min_rate.max(1) as f64;
+        start + self.grace + std::time::Duration::from_secs_f64((received + 1) as f64 / rate)
     }
 }
 
@@ -113,11 +130,15 @@ pub async fn read(
             limit: limits.max_body,
         });
     }
+    // The budget is taken as bytes arrive: a declared length that never comes holds none.
     let mut held = Held::default();
-    let capacity = declared.unwrap_or(8 * 1024).min(limits.max_body);
-    budget.cover(&mut held, capacity)?;
-    let mut body = BytesMut::with_capacity(capacity);
-    while let Some(chunk) = payload.next().await {
+    let mut body = BytesMut::with_capacity(declared.unwrap_or(8 * 1024).min(64 * 1024));
+    let start = tokio::time::Instant::now();
+    loop {
+        let next = tokio::time::timeout_at(limits.deadline(start, body.len()), payload.next());
+        let Some(chunk) = next.await.map_err(|_| ApiError::TooSlow)? else {
+            break;
+        };
         let chunk = chunk
             .map_err(|e| ApiError::bad_request(format!("could not read the body: {e}"), None))?;
         if body.len() + chunk.len() > limits.max_body {

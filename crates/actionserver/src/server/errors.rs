@@ -65,6 +65,10 @@ pub enum ApiError {
     /// Too much is held at once; nothing was done.
     #[error("{0}")]
     Busy(String),
+    /// The body arrived too slowly (below the minimum rate, after the grace); nothing was
+    /// done.
+    #[error("the request body arrived too slowly")]
+    TooSlow,
 }
 
 impl ApiError {
@@ -99,6 +103,7 @@ impl ResponseError for ApiError {
             Self::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::ActionFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable | Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TooSlow => StatusCode::REQUEST_TIMEOUT,
         }
     }
 

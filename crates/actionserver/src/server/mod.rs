@@ -52,6 +52,12 @@ pub struct ServerSettings {
     pub shutdown_timeout: u64,
     /// Handle SIGTERM/SIGINT (off in tests that stop the server themselves).
     pub handle_signals: bool,
+    /// Connections each worker keeps open at once; more wait in the listen backlog.
+    pub max_connections_per_worker: usize,
+    /// gRPC: how long a new connection may stay silent before it is closed, and how many
+    /// may be open from one peer address.
+    pub first_bytes: std::time::Duration,
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for ServerSettings {
@@ -65,6 +71,9 @@ impl Default for ServerSettings {
             workers: 0,
             shutdown_timeout: 30,
             handle_signals: true,
+            max_connections_per_worker: 1024,
+            first_bytes: std::time::Duration::from_secs(10),
+            max_connections_per_peer: 256,
         }
     }
 }
@@ -145,7 +154,13 @@ impl ActionServer {
                 }))
         })
         .shutdown_timeout(settings.shutdown_timeout)
-        .keep_alive(std::time::Duration::from_secs(120));
+        // Slow clients: the request head within 5 s, an idle keep-alive connection closed
+        // after 30 s, at most `max_connections` open per worker; the body's own rate is
+        // held in `body::read`.
+        .client_request_timeout(std::time::Duration::from_secs(5))
+        .client_disconnect_timeout(std::time::Duration::from_secs(1))
+        .keep_alive(std::time::Duration::from_secs(30))
+        .max_connections(settings.max_connections_per_worker);
         if settings.workers > 0 {
             server = server.workers(settings.workers);
         }

@@ -37,6 +37,13 @@ pub(super) async fn open(settings: &ServiceSettings) -> Result<SqlitePool, Servi
     )
     .execute(&db)
     .await?;
+    // A command still in flight when the service last stopped never reached its atomic
+    // step (its change and its `done` are one transaction): nothing was made, and nothing
+    // will be, so its key is void, as a lookup would have fenced it. Left in flight, it
+    // would answer 202 for ever and hold its subscription's operation unknown.
+    sqlx::query("UPDATE changes SET state = 'void' WHERE state = 'in_flight'")
+        .execute(&db)
+        .await?;
     sqlx::query(super::outbox::SCHEMA).execute(&db).await?;
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM records")
         .fetch_one(&db)
