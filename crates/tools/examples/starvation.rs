@@ -15,7 +15,6 @@ use actionserver::grpc_proto::action_service_client::ActionServiceClient;
 use actionserver::grpc_proto::ActionsRequest;
 use clap::Parser;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 #[derive(Parser)]
 struct Args {
@@ -69,11 +68,27 @@ fn addr(url: &str) -> String {
         .to_owned()
 }
 
-/// One hostile client: connects, misbehaves until the server closes it, again.
-async fn hostile(kind: Kind, to: String, until: Instant, counts: Arc<Counts>) {
+/// One hostile client, from its own loopback address (127.0.0.2 and up, so a per-address
+/// cap tells it from the real callers on 127.0.0.1, as distinct hosts would be): connects,
+/// misbehaves until the server closes it, again.
+async fn hostile(
+    kind: Kind,
+    to: String,
+    from: std::net::IpAddr,
+    until: Instant,
+    counts: Arc<Counts>,
+) {
     let head = b"POST /webhook HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 67108864\r\n\r\n";
     while Instant::now() < until {
-        let Ok(mut stream) = TcpStream::connect(&to).await else {
+        let connect = async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(std::net::SocketAddr::new(from, 0))?;
+            let to: std::net::SocketAddr = to
+                .parse()
+                .map_err(|e| std::io::Error::other(format!("{e}")))?;
+            socket.connect(to).await
+        };
+        let Ok(mut stream) = connect.await else {
             counts.refused.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
@@ -132,8 +147,15 @@ async fn main() {
             Kind::SilentConsole => addr(&args.console),
             _ => addr(&args.webhook),
         };
-        for _ in 0..args.per_kind {
-            tokio::spawn(hostile(*kind, to.clone(), until, counts.clone()));
+        for n in 0..args.per_kind {
+            // 100 clients an address.
+            let from = std::net::IpAddr::V4(std::net::Ipv4Addr::new(
+                127,
+                0,
+                2 + (n / 100 / 250) as u8,
+                2 + (n / 100 % 250) as u8,
+            ));
+            tokio::spawn(hostile(*kind, to.clone(), from, until, counts.clone()));
         }
     }
     // Let them pile up before sampling.

@@ -71,7 +71,7 @@ impl ActionServer {
         let incoming = incoming::incoming(
             listener,
             incoming::ConnectionLimits {
-                per_listener: settings.max_connections_per_worker * settings.workers.max(1) * 4,
+                per_listener: settings.max_connections_per_worker,
                 per_peer: settings.max_connections_per_peer,
                 first_bytes: settings.first_bytes,
             },

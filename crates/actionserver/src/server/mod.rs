@@ -52,7 +52,9 @@ pub struct ServerSettings {
     pub shutdown_timeout: u64,
     /// Handle SIGTERM/SIGINT (off in tests that stop the server themselves).
     pub handle_signals: bool,
-    /// Connections each worker keeps open at once; more wait in the listen backlog.
+    /// Connections each worker keeps open at once (actix-web's 25,000); more wait in the
+    /// listen backlog. Slow clients are bounded by time, not by a small count, so hostile
+    /// ones never take every slot from Rasa.
     pub max_connections_per_worker: usize,
     /// gRPC: how long a new connection may stay silent before it is closed, and how many
     /// may be open from one peer address.
@@ -71,7 +73,7 @@ impl Default for ServerSettings {
             workers: 0,
             shutdown_timeout: 30,
             handle_signals: true,
-            max_connections_per_worker: 1024,
+            max_connections_per_worker: 25_000,
             first_bytes: std::time::Duration::from_secs(10),
             max_connections_per_peer: 256,
         }
