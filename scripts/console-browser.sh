@@ -58,6 +58,9 @@ HASH=$(printf 'correct horse battery\n' | "$BIN" hash-password)
 endpoints() { # SESSION_MINUTES
   cat <<EOF
 actiongate:
+  # Two holds on the Wine Club at once: the second is approved after the first moved the
+  # record (one open hold a subscription is the default).
+  approval: {max_open_per_subscription: 2}
   console:
     session_minutes: $1
     operators:

@@ -161,6 +161,9 @@ pub struct ApprovalSection {
     /// Open holds an account may have at once (default 5).
     #[serde(default)]
     pub max_open_per_account: Option<usize>,
+    /// Open holds a subscription may have at once (default 1).
+    #[serde(default)]
+    pub max_open_per_subscription: Option<usize>,
 }
 
 /// The service's change events: where they are received and the secret they are signed

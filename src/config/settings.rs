@@ -490,5 +490,9 @@ fn approval_rules(section: Option<&super::ApprovalSection>) -> crate::consent::A
             .max_open_per_account
             .unwrap_or(defaults.max_open_per_account)
             .max(1),
+        max_open_per_subscription: a
+            .max_open_per_subscription
+            .unwrap_or(defaults.max_open_per_subscription)
+            .max(1),
     }
 }

@@ -667,11 +667,13 @@ impl Guard {
             // One open hold per subscription, and a few per account, so a burst of holds
             // cannot bury the ones a person must decide (a redelivery of this very "yes" is
             // answered from its own hold, above).
-            let (for_account, for_subscription) = self
+            let (for_account, for_subscription, oldest) = self
                 .store
                 .open_holds(&confirmation.account, &op.subscription)
                 .await?;
-            if let Some(open) = for_subscription.filter(|h| h.request_key != *key) {
+            if let Some(open) = oldest.filter(|h| {
+                h.request_key != *key && for_subscription >= rules.max_open_per_subscription
+            }) {
                 return Ok(held_outcome(stored_terms(&open)).with_why(Some(
                     "A change to this subscription already waits for a colleague's approval; it must be decided or withdrawn first.".into(),
                 )));

@@ -95,6 +95,9 @@ pub struct ApprovalRules {
     pub notify_rasa_token: Option<String>,
     /// Open holds an account may have at once; one more is `blocked`/`rate_limited`.
     pub max_open_per_account: usize,
+    /// Open holds a subscription may have at once (default 1); one more is answered with
+    /// the oldest that waits, and nothing new is stored.
+    pub max_open_per_subscription: usize,
 }
 
 impl Default for ApprovalRules {
@@ -107,6 +110,7 @@ impl Default for ApprovalRules {
             notify_rasa_url: None,
             notify_rasa_token: None,
             max_open_per_account: 5,
+            max_open_per_subscription: 1,
         }
     }
 }

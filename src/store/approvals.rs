@@ -174,13 +174,13 @@ impl Store {
         Ok(row.map(|r| approval_from(&r)))
     }
 
-    /// The account's open (held, unexpired) holds, how many; and the subscription's open
-    /// hold, if it has one.
+    /// The account's open (held, unexpired) holds, how many; and the subscription's, how
+    /// many, with the oldest of them.
     pub async fn open_holds(
         &self,
         account: &str,
         subscription: &str,
-    ) -> Result<(usize, Option<Approval>), StoreError> {
+    ) -> Result<(usize, usize, Option<Approval>), StoreError> {
         let now = now_ms();
         let count: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM approvals WHERE account = $1 AND state = 'held' AND expires_at > $2",
@@ -196,7 +196,18 @@ impl Store {
         .bind(now)
         .fetch_optional(&self.pool)
         .await?;
-        Ok((count as usize, row.map(|r| approval_from(&r))))
+        let for_subscription: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM approvals WHERE subscription = $1 AND state = 'held' AND expires_at > $2",
+        )
+        .bind(subscription)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((
+            count as usize,
+            for_subscription as usize,
+            row.map(|r| approval_from(&r)),
+        ))
     }
 
     /// Approves a held, unexpired change: `true` for exactly one caller however many
