@@ -72,24 +72,7 @@ fn hidden_csrf(page: &str) -> String {
 /// Signs in as ana: the session cookie (`ag_session=...`) and the session's form token.
 async fn sign_in(app: &TestApp) -> (String, String) {
     let http = client();
-    let page = http
-        .get(format!("{}/sign-in", app.console_url()))
-        .send()
-        .await
-        .unwrap();
-    let pre = set_cookie(&page, "ag_sign_in").expect("the sign-in form's cookie");
-    let token = hidden_csrf(&page.text().await.unwrap());
-    let answer = http
-        .post(format!("{}/sign-in", app.console_url()))
-        .header("cookie", format!("ag_sign_in={}", value_of(&pre)))
-        .form(&[
-            ("csrf", token.as_str()),
-            ("name", "ana"),
-            ("password", "correct horse"),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let answer = try_sign_in(&app.console_url(), "ana", "correct horse").await;
     assert_eq!(answer.status(), 303);
     let session = set_cookie(&answer, "ag_session").expect("a session cookie");
     for attribute in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] {
@@ -623,16 +606,12 @@ async fn mismatched_service_events_are_shown_with_the_request_and_the_confirmed_
 }
 
 /// Posts a sign-in with a fresh form; the answer.
-async fn try_sign_in(app: &TestApp, name: &str, password: &str) -> reqwest::Response {
+async fn try_sign_in(console: &str, name: &str, password: &str) -> reqwest::Response {
     let http = client();
-    let page = http
-        .get(format!("{}/sign-in", app.console_url()))
-        .send()
-        .await
-        .unwrap();
-    let pre = value_of(&set_cookie(&page, "ag_sign_in").unwrap());
+    let page = http.get(format!("{console}/sign-in")).send().await.unwrap();
+    let pre = value_of(&set_cookie(&page, "ag_sign_in").expect("the sign-in form's cookie"));
     let token = hidden_csrf(&page.text().await.unwrap());
-    http.post(format!("{}/sign-in", app.console_url()))
+    http.post(format!("{console}/sign-in"))
         .header("cookie", format!("ag_sign_in={pre}"))
         .form(&[
             ("csrf", token.as_str()),
@@ -651,9 +630,14 @@ async fn try_sign_in(app: &TestApp, name: &str, password: &str) -> reqwest::Resp
 async fn sign_in_attempts_are_limited() {
     let app = app_with_console(Duration::from_secs(600)).await;
     for _ in 0..5 {
-        assert_eq!(try_sign_in(&app, "ana", "wrong").await.status(), 401);
+        assert_eq!(
+            try_sign_in(&app.console_url(), "ana", "wrong")
+                .await
+                .status(),
+            401
+        );
     }
-    let locked = try_sign_in(&app, "ana", "correct horse").await;
+    let locked = try_sign_in(&app.console_url(), "ana", "correct horse").await;
     assert_eq!(locked.status(), 429);
     let wait: u64 = locked.headers()["retry-after"]
         .to_str()
@@ -663,7 +647,7 @@ async fn sign_in_attempts_are_limited() {
     assert!(wait >= 1);
     assert!(set_cookie(&locked, "ag_session").is_none());
     tokio::time::sleep(Duration::from_millis(1100 * wait)).await;
-    let signed_in = try_sign_in(&app, "ana", "correct horse").await;
+    let signed_in = try_sign_in(&app.console_url(), "ana", "correct horse").await;
     assert_eq!(signed_in.status(), 303);
 }
 
@@ -678,20 +662,8 @@ async fn sign_ins_never_queue_a_signed_in_operators_page() {
         .map(|n| {
             let url = app.console_url();
             tokio::spawn(async move {
-                let http = client();
-                let page = http.get(format!("{url}/sign-in")).send().await.unwrap();
-                let pre = value_of(&set_cookie(&page, "ag_sign_in").unwrap());
-                let token = hidden_csrf(&page.text().await.unwrap());
-                http.post(format!("{url}/sign-in"))
-                    .header("cookie", format!("ag_sign_in={pre}"))
-                    .form(&[
-                        ("csrf", token.as_str()),
-                        ("name", format!("guess-{n}").as_str()),
-                        ("password", "wrong"),
-                    ])
-                    .send()
+                try_sign_in(&url, &format!("guess-{n}"), "wrong")
                     .await
-                    .unwrap()
                     .status()
                     .as_u16()
             })
