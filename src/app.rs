@@ -179,7 +179,8 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
             let inbox = Inbox::new(guard.clone(), &events.secret, events.tolerance);
             let port = listener.local_addr()?.port();
             let counters = inbox.counters();
-            let server = crate::events::serve(listener, inbox)?;
+            let server =
+                crate::events::serve(listener, inbox, settings.server.max_connections_per_peer)?;
             let handle = server.handle();
             tokio::spawn(server);
             tracing::info!(port, host = %events.host, "receiving service events on /v1/service-events");
@@ -200,6 +201,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
                     c.session,
                     c.hosts.clone(),
                 ),
+                settings.server.max_connections_per_peer,
             )?;
             let handle = server.handle();
             tokio::spawn(server);

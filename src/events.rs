@@ -381,11 +381,26 @@ fn contradiction(event: &Event, op: &Operation) -> Option<String> {
 }
 
 /// Starts the events listener on `listener`; its server runs until stopped.
-pub fn serve(listener: TcpListener, inbox: Inbox) -> std::io::Result<actix_web::dev::Server> {
+/// At most `per_peer` connections are open at once from one address.
+pub fn serve(
+    listener: TcpListener,
+    inbox: Inbox,
+    per_peer: usize,
+) -> std::io::Result<actix_web::dev::Server> {
     let inbox = web::Data::new(inbox);
+    let peers = actionserver::PeerLimit::new("service events", per_peer);
+    let pace = web::Data::new(actionserver::Pace::new(|| {
+        error(
+            StatusCode::REQUEST_TIMEOUT,
+            "too_slow",
+            "the event arrived too slowly; deliver it again",
+        )
+    }));
     Ok(HttpServer::new(move || {
         App::new()
             .app_data(inbox.clone())
+            .app_data(pace.clone())
+            .wrap(actix_web::middleware::from_fn(actionserver::paced_bodies))
             .app_data(web::PayloadConfig::new(BODY_LIMIT))
             .route("/v1/service-events", web::post().to(receive))
             .default_service(web::to(|| async {
@@ -394,6 +409,7 @@ pub fn serve(listener: TcpListener, inbox: Inbox) -> std::io::Result<actix_web::
     })
     .workers(1)
     .disable_signals()
+    .on_connect(peers.on_connect())
     .listen(listener)?
     .run())
 }

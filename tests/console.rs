@@ -846,3 +846,145 @@ async fn the_console_answers_its_own_names_and_quotes_what_it_shows() {
         );
     }
 }
+
+/// A connection to `url`'s host and port from the loopback address `from`.
+async fn connect_from(from: &str, url: &str) -> tokio::net::TcpStream {
+    let addr = url.trim_start_matches("http://");
+    let addr = addr.split('/').next().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr.parse().unwrap()).await.unwrap()
+}
+
+/// Sends `head` (and then `trickle`, a byte every 300 ms, if given) and reads the answer
+/// until the server closes: its status line, or `None` when it closed without one.
+async fn answer_to(
+    mut stream: tokio::net::TcpStream,
+    head: String,
+    trickle: bool,
+) -> (Option<String>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = stream.write_all(head.as_bytes()).await;
+    let (mut read, mut write) = stream.into_split();
+    let feed = async move {
+        while trickle {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if write.write_all(b"x").await.is_err() {
+                break;
+            }
+        }
+        std::future::pending::<()>().await
+    };
+    let mut answer = Vec::new();
+    tokio::select! {
+        _ = read.read_to_end(&mut answer) => {}
+        () = feed => {}
+        () = tokio::time::sleep(Duration::from_secs(20)) => panic!("neither answered nor closed"),
+    }
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    (text.lines().next().map(str::to_owned), text)
+}
+
+/// The console and the service-events listener bound their connections as the webhook does
+/// (issue 24): one more than `max_connections_per_peer` from one address is closed as it
+/// opens while another address is served, and a body trickled below the minimum rate is cut
+/// off with 408 after the grace (10 s), changing nothing.
+#[tokio::test]
+async fn the_console_and_the_events_listener_bound_crowds_and_trickles() {
+    let app = spawn_app_with(
+        &[
+            "--events-port",
+            "0",
+            "--events-secret",
+            "events-secret-for-tests",
+        ],
+        |s| {
+            s.console = Some(console(Duration::from_secs(600)));
+            s.server.max_connections_per_peer = 4;
+        },
+    )
+    .await;
+    let console = app.console_url();
+    let events = app.events_url();
+    let port_of = |url: &str| {
+        url.trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    for (url, path) in [(&console, "/sign-in"), (&events, "/v1/service-events")] {
+        let host = port_of(url);
+        let get = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(connect_from("127.0.0.1", url).await);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (fifth, _) = answer_to(connect_from("127.0.0.1", url).await, get.clone(), false).await;
+        assert_eq!(
+            fifth, None,
+            "{url}: a fifth connection from one address was answered"
+        );
+        let (other, text) = answer_to(connect_from("127.0.0.2", url).await, get, false).await;
+        assert!(
+            other.is_some(),
+            "{url}: another address was not served: {text}"
+        );
+        drop(held);
+    }
+
+    let trickled = |url: String, path: &'static str| async move {
+        let host = port_of(&url);
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 10000\r\n\r\nx"
+        );
+        let started = std::time::Instant::now();
+        let answer = answer_to(connect_from("127.0.0.3", &url).await, head, true).await;
+        (answer, started.elapsed())
+    };
+    let (
+        ((console_status, console_text), console_took),
+        ((events_status, events_text), events_took),
+    ) = tokio::join!(
+        trickled(console.clone(), "/sign-in"),
+        trickled(events.clone(), "/v1/service-events")
+    );
+    assert_eq!(
+        console_status.as_deref(),
+        Some("HTTP/1.1 408 Request Timeout"),
+        "{console_text}"
+    );
+    assert!(
+        console_text
+            .to_ascii_lowercase()
+            .contains("connection: close"),
+        "{console_text}"
+    );
+    assert_eq!(
+        events_status.as_deref(),
+        Some("HTTP/1.1 408 Request Timeout"),
+        "{events_text}"
+    );
+    assert!(events_text.contains("\"too_slow\""), "{events_text}");
+    for took in [console_took, events_took] {
+        assert!(
+            took >= Duration::from_secs(10),
+            "cut off before the grace: {took:?}"
+        );
+    }
+    // Nothing was recorded, and both still serve.
+    assert!(app.store.received_events(None).await.unwrap().is_empty());
+    assert!(app
+        .store
+        .audit_entries(None, None)
+        .await
+        .unwrap()
+        .is_empty());
+    let page = client()
+        .get(format!("{console}/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+}

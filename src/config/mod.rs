@@ -277,6 +277,9 @@ pub struct ServerSection {
     pub token_name: Option<String>,
     #[serde(default)]
     pub workers: Option<usize>,
+    /// Connections open at once from one address, on every listener (256).
+    #[serde(default)]
+    pub max_connections_per_peer: Option<usize>,
     /// Serve gRPC on the port instead of the HTTP webhook (`--grpc`).
     #[serde(default)]
     pub grpc: Option<bool>,

@@ -360,6 +360,10 @@ impl Settings {
                     .workers
                     .or_else(|| server.and_then(|s| s.workers))
                     .unwrap_or(0),
+                max_connections_per_peer: server
+                    .and_then(|s| s.max_connections_per_peer)
+                    .unwrap_or(ServerSettings::default().max_connections_per_peer)
+                    .max(1),
                 ..ServerSettings::default()
             },
             tls: args.ssl_certificate.clone().zip(args.ssl_keyfile.clone()),

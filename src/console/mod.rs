@@ -85,13 +85,24 @@ fn allowed_hosts(bound: std::net::SocketAddr, configured: &[String]) -> Vec<Stri
 }
 
 /// The console on `listener`; the server runs until stopped.
-pub fn serve(listener: TcpListener, console: Console) -> std::io::Result<actix_web::dev::Server> {
+/// At most `per_peer` connections are open at once from one address.
+pub fn serve(
+    listener: TcpListener,
+    console: Console,
+    per_peer: usize,
+) -> std::io::Result<actix_web::dev::Server> {
     let hosts = std::sync::Arc::new(allowed_hosts(listener.local_addr()?, &console.hosts));
     let console = web::Data::new(console);
+    let peers = actionserver::PeerLimit::new("console", per_peer);
+    let pace = web::Data::new(actionserver::Pace::new(|| {
+        HttpResponse::RequestTimeout().body("the request arrived too slowly")
+    }));
     Ok(HttpServer::new(move || {
         let hosts = hosts.clone();
         App::new()
             .app_data(console.clone())
+            .app_data(pace.clone())
+            .wrap(actix_web::middleware::from_fn(actionserver::paced_bodies))
             // DNS rebinding: a page on another name that resolves here is not the console.
             .wrap_fn(move |req, srv| {
                 let host = req.connection_info().host().to_ascii_lowercase();
@@ -133,6 +144,7 @@ pub fn serve(listener: TcpListener, console: Console) -> std::io::Result<actix_w
     })
     .workers(1)
     .disable_signals()
+    .on_connect(peers.on_connect())
     .listen(listener)?
     .run())
 }

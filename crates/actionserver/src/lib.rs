@@ -60,6 +60,6 @@ pub use protocol::{
 };
 pub use server::body::decode as decode_body;
 pub use server::{
-    serve, ActionServer, ApiError, BodyBudget, BodyLimits, CorsPolicy, ServerSettings,
-    DEFAULT_BODY_BUDGET,
+    paced_bodies, serve, ActionServer, ApiError, BodyBudget, BodyLimits, CorsPolicy, Pace,
+    PeerLimit, ServerSettings, DEFAULT_BODY_BUDGET,
 };

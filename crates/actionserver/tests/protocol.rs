@@ -889,3 +889,130 @@ async fn a_body_trickled_below_the_minimum_rate_is_cut_off() {
     assert!(text.contains("arrived too slowly"), "{text}");
     s.still_serves().await;
 }
+
+/// A connection from `from` (any loopback address) to `addr`.
+async fn connect_from(from: &str, addr: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr.parse().unwrap()).await.unwrap()
+}
+
+/// What a `GET /health` on `stream` gets: the status line, or `None` when the server
+/// closes the connection without an answer.
+async fn health_on(mut stream: tokio::net::TcpStream) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = stream
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await;
+    let mut answer = Vec::new();
+    // A reset reads as an error: the answer is what arrived before it, if anything.
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut answer),
+    )
+    .await
+    .expect("the server neither answered nor closed");
+    let text = String::from_utf8_lossy(&answer);
+    text.lines().next().map(str::to_owned)
+}
+
+/// One address may hold only so many connections (issue 24): one more is closed as it
+/// opens, unanswered, while another address is served; when one closes, its place returns.
+#[tokio::test]
+async fn connections_from_one_address_are_capped() {
+    let s = spawn(|settings| settings.max_connections_per_peer = 4).await;
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(connect_from("127.0.0.1", &addr).await);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let fifth = connect_from("127.0.0.1", &addr).await;
+    assert_eq!(
+        health_on(fifth).await,
+        None,
+        "a fifth connection was answered"
+    );
+    let other = connect_from("127.0.0.2", &addr).await;
+    assert_eq!(health_on(other).await.as_deref(), Some("HTTP/1.1 200 OK"));
+    held.pop();
+    let mut served = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        if health_on(connect_from("127.0.0.1", &addr).await)
+            .await
+            .is_some()
+        {
+            served = true;
+            break;
+        }
+    }
+    assert!(served, "the closed connection's place never came back");
+    drop(held);
+}
+
+/// [`actionserver::paced_bodies`] on a listener of one's own: a body trickled below its pace
+/// gets the listener's own 408 and the connection closed; a body that keeps pace is read.
+#[tokio::test]
+async fn paced_bodies_cut_off_a_trickle_on_any_listener() {
+    use actix_web::{web, App, HttpResponse, HttpServer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    testkit::install_crypto();
+    let pace = web::Data::new(actionserver::Pace {
+        grace: std::time::Duration::from_millis(300),
+        min_rate: 1000,
+        answer: || HttpResponse::RequestTimeout().body("too slow for this listener"),
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(pace.clone())
+            .wrap(actix_web::middleware::from_fn(actionserver::paced_bodies))
+            .route(
+                "/",
+                web::post().to(|body: web::Bytes| async move { format!("{} bytes", body.len()) }),
+            )
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .unwrap()
+    .run();
+    let handle = server.handle();
+    tokio::spawn(server);
+
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream
+        .write_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 100000\r\n\r\nx")
+        .await
+        .unwrap();
+    let trickle = async {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            if stream.write_all(b"x").await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        () = trickle => {}
+        () = tokio::time::sleep(std::time::Duration::from_secs(10)) => panic!("never cut off"),
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 408"), "{text}");
+    assert!(text.contains("connection: close"), "{text}");
+    assert!(text.contains("too slow for this listener"), "{text}");
+
+    let answer = reqwest::Client::new()
+        .post(format!("http://{addr}/"))
+        .body(vec![b'y'; 5000])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.text().await.unwrap(), "5000 bytes");
+    handle.stop(false).await;
+}

@@ -573,3 +573,85 @@ async fn a_command_cut_off_by_a_restart_is_void_afterwards() {
     assert_eq!(again.status(), 410);
     assert_eq!(record(&url, "WS-SUB-3304").await["revision"], 4);
 }
+
+/// Sends `head` on a new connection from the loopback address `from`, then (when
+/// `trickle`) a byte every 300 ms; the status line of the answer, or `None` when the
+/// service closed the connection without one, and the whole answer.
+async fn raw_from(url: &str, from: &str, head: &str, trickle: bool) -> (Option<String>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let addr = url.trim_start_matches("http://").parse().unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let _ = stream.write_all(head.as_bytes()).await;
+    let (mut read, mut write) = stream.into_split();
+    let feed = async move {
+        while trickle {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if write.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+        std::future::pending::<()>().await
+    };
+    let mut answer = Vec::new();
+    tokio::select! {
+        _ = read.read_to_end(&mut answer) => {}
+        () = feed => {}
+        () = tokio::time::sleep(Duration::from_secs(20)) => panic!("neither answered nor closed"),
+    }
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    (text.lines().next().map(str::to_owned), text)
+}
+
+/// The service's listener bounds its clients as the action server's do (issue 24): 256
+/// connections open from one address, one more closed unanswered while another address is
+/// served; a command body trickled below the minimum rate cut off with a JSON 408 after the
+/// grace, and the record unchanged.
+#[tokio::test]
+async fn crowds_from_one_address_and_trickled_bodies_are_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, handle) = start(dir.path(), None).await;
+    let before = record(&url, "WS-SUB-3304").await;
+    let get = "GET /v1/subscriptions/WS-SUB-3304 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    let mut held = Vec::new();
+    for _ in 0..256 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        held.push(
+            socket
+                .connect(url.trim_start_matches("http://").parse().unwrap())
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (one_more, text) = raw_from(&url, "127.0.0.1", get, false).await;
+    assert_eq!(
+        one_more, None,
+        "one connection too many was answered: {text}"
+    );
+    let (other, text) = raw_from(&url, "127.0.0.2", get, false).await;
+    assert_eq!(other.as_deref(), Some("HTTP/1.1 200 OK"), "{text}");
+    drop(held);
+
+    let etag = before["revision"].as_u64().map(|r| format!("\"{r}\""));
+    let head = format!(
+        "POST /v1/subscriptions/WS-SUB-3304/changes HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nif-match: {}\r\nidempotency-key: trickled-1\r\ncontent-length: 5000\r\n\r\n{{\"change_type\": \"stop_renewal\"",
+        etag.unwrap_or_default()
+    );
+    let started = std::time::Instant::now();
+    let (status, text) = raw_from(&url, "127.0.0.3", &head, true).await;
+    assert_eq!(
+        status.as_deref(),
+        Some("HTTP/1.1 408 Request Timeout"),
+        "{text}"
+    );
+    assert!(text.contains("\"too_slow\""), "{text}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "cut off before the grace"
+    );
+    assert_eq!(record(&url, "WS-SUB-3304").await, before);
+    handle.stop(false).await;
+}

@@ -25,6 +25,7 @@ pub mod body;
 pub mod cors;
 mod domain;
 pub mod errors;
+pub mod listener;
 pub mod metrics;
 mod middleware;
 
@@ -32,6 +33,7 @@ pub use body::{BodyBudget, BodyLimits, DEFAULT_BODY_BUDGET};
 pub use cors::CorsPolicy;
 use domain::DomainCache;
 pub use errors::ApiError;
+pub use listener::{paced_bodies, Pace, PeerLimit};
 use metrics::Metrics;
 use middleware::{cors_and_preflight, observe};
 
@@ -56,9 +58,10 @@ pub struct ServerSettings {
     /// listen backlog. Slow clients are bounded by time, not by a small count, so hostile
     /// ones never take every slot from Rasa.
     pub max_connections_per_worker: usize,
-    /// gRPC: how long a new connection may stay silent before it is closed, and how many
-    /// may be open from one peer address.
+    /// gRPC: how long a new connection may stay silent before it is closed.
     pub first_bytes: std::time::Duration,
+    /// Connections open at once from one peer address, on the webhook's and gRPC's
+    /// listeners alike; one more is closed as it opens.
     pub max_connections_per_peer: usize,
 }
 
@@ -142,6 +145,7 @@ impl ActionServer {
     ) -> std::io::Result<Server> {
         let settings = self.core.settings.clone();
         let state = web::Data::from(self.core.clone());
+        let peers = PeerLimit::new("webhook", settings.max_connections_per_peer);
         let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(state.clone())
@@ -157,12 +161,14 @@ impl ActionServer {
         })
         .shutdown_timeout(settings.shutdown_timeout)
         // Slow clients: the request head within 5 s, an idle keep-alive connection closed
-        // after 30 s, at most `max_connections` open per worker; the body's own rate is
-        // held in `body::read`.
+        // after 30 s, at most `max_connections` open per worker and
+        // `max_connections_per_peer` from one address; the body's own rate is held in
+        // `body::read`.
         .client_request_timeout(std::time::Duration::from_secs(5))
         .client_disconnect_timeout(std::time::Duration::from_secs(1))
         .keep_alive(std::time::Duration::from_secs(30))
-        .max_connections(settings.max_connections_per_worker);
+        .max_connections(settings.max_connections_per_worker)
+        .on_connect(peers.on_connect());
         if settings.workers > 0 {
             server = server.workers(settings.workers);
         }

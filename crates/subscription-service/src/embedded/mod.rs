@@ -129,9 +129,19 @@ pub async fn serve(
         events,
         cache: RecordCache::default(),
     });
+    let peers = actionserver::PeerLimit::new("subscription service", 256);
+    let pace = web::Data::new(actionserver::Pace::new(|| {
+        error(
+            StatusCode::REQUEST_TIMEOUT,
+            "too_slow",
+            "the request arrived too slowly",
+        )
+    }));
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(pace.clone())
+            .wrap(actix_web::middleware::from_fn(actionserver::paced_bodies))
             .wrap(actix_web::middleware::from_fn(inject_faults))
             .app_data(web::JsonConfig::default().error_handler(|err, _| {
                 let message = err.to_string();
@@ -152,6 +162,7 @@ pub async fn serve(
     })
     .workers(2)
     .disable_signals()
+    .on_connect(peers.on_connect())
     .listen(listener)?
     .run();
     Ok(server)
