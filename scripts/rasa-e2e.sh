@@ -466,7 +466,38 @@ run_console() {
 # 4. The set-ups
 # ---------------------------------------------------------------------------------------
 write_endpoints "$WORK/endpoints.yml"
-write_endpoints "$WORK/endpoints-token.yml" "$TOKEN"
+# The token set-up reads its token from the environment, and its file has the sections and
+# keys a Rasa Pro deployment's has: Rasa 3.6.21 and actiongate both load it (CONTRACT.md
+# section 0), and the calls only pass the token check if both replaced ${ACTION_TOKEN}.
+export ACTION_TOKEN="$TOKEN"
+cat >"$WORK/endpoints-token.yml" <<YAML
+action_endpoint:
+  url: "$AG_URL/webhook"
+  token: \${ACTION_TOKEN}
+  token_name: token
+  params:
+    deployment: e2e
+  headers:
+    X-Deployment: e2e
+  ssl_client_cert: client.pem
+  ssl_client_key: client.key
+  timeout: 10
+tracing:
+  type: otlp
+  endpoint: http://127.0.0.1:4318
+  insecure: true
+metrics:
+  type: otlp
+  endpoint: http://127.0.0.1:4318
+mcp_servers:
+  - name: billing
+    url: http://127.0.0.1:9999/mcp
+    type: http
+a2a_server:
+  enabled: false
+privacy:
+  anonymization: {}
+YAML
 
 for variant in $VARIANTS; do
   case "$variant" in
@@ -484,18 +515,27 @@ for variant in $VARIANTS; do
     token)
       start_rasa token "$WORK/endpoints-token.yml" "$MODEL" || { FAILED_SETUP=1; stop_rasa; continue; }
       check_nlu
-      # the server must refuse a call without the token (CONTRACT.md, section 0)
-      if start_actiongate token-check "$WORK/endpoints-token.yml" --auth-token "$TOKEN"; then
+      # `actiongate check` takes the same file
+      if ! "$BIN" check --endpoints "$WORK/endpoints-token.yml" --project "$ROOT/assistant" \
+        >"$WORK/check-token.out" 2>&1; then
+        log "[token] actiongate check refused the Rasa Pro-shaped endpoints.yml:"
+        sed 's/^/  /' "$WORK/check-token.out" >&2
+        FAILED_SETUP=1
+      fi
+      # the server must refuse a call without the token, and with the literal text the
+      # file holds (CONTRACT.md, section 0); the token comes from the file, no flag
+      if start_actiongate token-check "$WORK/endpoints-token.yml"; then
         status="$(http_status POST "$AG_URL/webhook")"
-        if [ "$status" != "401" ]; then
-          log "[token] POST /webhook without the token answered $status, not 401"
+        literal="$(http_status POST "$AG_URL/webhook?token=%24%7BACTION_TOKEN%7D")"
+        if [ "$status" != "401" ] || [ "$literal" != "401" ]; then
+          log "[token] POST /webhook without the token answered $status, with \${ACTION_TOKEN} $literal, not 401"
           FAILED_SETUP=1
         fi
       else
         FAILED_SETUP=1
       fi
       stop_actiongate
-      run_files token "$WORK/endpoints-token.yml" --auth-token "$TOKEN"
+      run_files token "$WORK/endpoints-token.yml"
       ;;
     misrouted)
       if [ "${#MISROUTED_RUN[@]}" -eq 0 ]; then

@@ -20,17 +20,21 @@ pub fn run(args: &crate::cli::CheckArgs) -> Report {
     };
     let required = args.endpoints != Path::new("endpoints.yml");
     let mut problems = Vec::new();
+    let mut notes = Vec::new();
     let consent = match crate::config::load_endpoints(&args.endpoints, required) {
         Err(e) => {
             problems.push(e);
             crate::consent::ConsentConfig::default()
         }
         Ok(file) => {
-            match crate::config::Settings::from_parts(
-                &serve,
-                &file.unwrap_or_default(),
-                &args.endpoints,
-            ) {
+            let file = file.unwrap_or_default();
+            for section in &file.unknown_sections {
+                notes.push(format!(
+                    "{}: `{section}` is not a section Rasa or actiongate is known to read; left alone (a misspelled `actiongate:`?)",
+                    args.endpoints.display()
+                ));
+            }
+            match crate::config::Settings::from_parts(&serve, &file, &args.endpoints) {
                 Ok(settings) => settings.consent,
                 Err(e) => {
                     problems.push(e);
@@ -42,6 +46,8 @@ pub fn run(args: &crate::cli::CheckArgs) -> Report {
     let mut report = lint(&args.project, &consent.confirm_response, &consent.signals);
     problems.append(&mut report.problems);
     report.problems = problems;
+    notes.append(&mut report.notes);
+    report.notes = notes;
     report
 }
 

@@ -365,3 +365,120 @@ fn an_escaped_placeholder_is_not_a_term_read_out() {
     assert!(!ok);
     assert!(stderr.contains("lacks {change_tag}"), "{stderr}");
 }
+
+/// A Rasa Pro deployment's endpoints.yml (CONTRACT.md section 0): sections and keys that
+/// are Rasa's, the token from the environment.
+const RASA_PRO_ENDPOINTS: &str = "action_endpoint:
+  url: grpc://actions:5055
+  token: ${ACTION_TOKEN}
+  ssl_client_cert: client.pem
+  ssl_client_key: client.key
+  params:
+    deployment: prod
+tracing:
+  - type: otlp
+    endpoint: http://otel:4318
+metrics:
+  type: otlp
+mcp_servers:
+  - name: billing
+    url: http://mcp:8080
+a2a_server:
+  enabled: false
+privacy:
+  anonymization: {}
+";
+
+#[test]
+fn check_reads_a_rasa_pro_file_and_names_an_unset_variable() {
+    let dir = project_copy();
+    std::fs::write(dir.path().join("endpoints.yml"), RASA_PRO_ENDPOINTS).unwrap();
+    let run = |token: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_actiongate"));
+        command
+            .args(["check", "--endpoints"])
+            .arg(dir.path().join("endpoints.yml"))
+            .arg("--project")
+            .arg(dir.path())
+            .env_remove("ACTION_TOKEN");
+        if let Some(token) = token {
+            command.env("ACTION_TOKEN", token);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stderr) = run(Some("s3cret"));
+    assert!(ok, "{stderr}");
+    let (ok, stderr) = run(None);
+    assert!(!ok);
+    assert!(
+        stderr.contains("action_endpoint.token") && stderr.contains("${ACTION_TOKEN}"),
+        "{stderr}"
+    );
+}
+
+/// What `GET path` on 127.0.0.1:port answers: its status code, or 0 when nothing does.
+fn status_of(port: u16, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return 0;
+    };
+    let _ = write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    );
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `token: ${ACTION_TOKEN}` is the variable's value, as Rasa sends it: that token is let in,
+/// the literal text is not (issue 27).
+#[test]
+fn serve_takes_the_token_from_the_environment_as_rasa_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoints = dir.path().join("endpoints.yml");
+    std::fs::write(
+        &endpoints,
+        RASA_PRO_ENDPOINTS.replace("grpc://actions:5055", "http://127.0.0.1/webhook"),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["serve", "--host", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .args(["--embedded-service-port", "0", "--data-dir"])
+        .arg(dir.path())
+        .arg("--endpoints")
+        .arg(&endpoints)
+        .env("ACTION_TOKEN", "from-the-environment")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut up = false;
+    for _ in 0..300 {
+        if status_of(port, "/health") == 200 {
+            up = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let with_value = status_of(port, "/actions?token=from-the-environment");
+    let with_literal = status_of(port, "/actions?token=%24%7BACTION_TOKEN%7D");
+    let without = status_of(port, "/actions");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(up, "the server never answered /health");
+    assert_eq!((with_value, with_literal, without), (200, 401, 401));
+}

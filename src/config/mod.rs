@@ -1,8 +1,10 @@
 //! Settings from flags, the environment and `endpoints.yml`, validated once. The file is
-//! the one Rasa reads; our keys live under `actiongate:`. A misspelled key, a wrong type
-//! or a dangling reference is an error naming the file, the key and the reason — never
-//! silently ignored.
+//! the one Rasa reads, read as Rasa reads it (`${VAR}` replaced, every section of Rasa's
+//! left alone: [`env`]); our keys live under `actiongate:`, where a misspelled key, a wrong
+//! type or a dangling reference is an error naming the file, the key and the reason —
+//! never silently ignored.
 
+mod env;
 mod settings;
 
 use std::path::{Path, PathBuf};
@@ -30,56 +32,72 @@ impl ConfigError {
     }
 }
 
-/// `endpoints.yml`: Rasa's sections (passed over, but their names are known so that a
-/// misspelling is caught) and ours.
+/// `endpoints.yml` as Rasa reads it (CONTRACT.md section 0): every section Rasa (open
+/// source or Pro) has, or adds later, is accepted and left alone; only `actiongate:` is
+/// ours, and strict. Sections that neither reads are named in `unknown_sections` (a
+/// misspelled `actiongate:` would otherwise go unnoticed) and warned about, not refused.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct EndpointsFile {
     #[serde(default)]
     pub action_endpoint: Option<ActionEndpoint>,
     #[serde(default)]
-    pub nlg: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub nlu: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub models: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub model_groups: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub tracker_store: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub lock_store: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub event_broker: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
     pub tracing: Option<serde_yaml_ng::Value>,
     #[serde(default)]
-    pub vector_store: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub contextual_response_rephraser: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
     pub actiongate: Option<Section>,
+    /// Top-level keys that are not a section Rasa is known to read, nor ours.
+    #[serde(skip)]
+    pub unknown_sections: Vec<String>,
 }
 
-/// Rasa's `action_endpoint`. Its `token`, when set, is the token this server requires.
+/// The top-level sections of Rasa 3.x and Rasa Pro's `endpoints.yml` (and ours).
+pub const KNOWN_SECTIONS: &[&str] = &[
+    "action_endpoint",
+    "actiongate",
+    "nlg",
+    "nlu",
+    "models",
+    "model_groups",
+    "tracker_store",
+    "lock_store",
+    "event_broker",
+    "tracing",
+    "metrics",
+    "vector_store",
+    "contextual_response_rephraser",
+    "privacy",
+    "mcp_servers",
+    "a2a_server",
+    "llm",
+    "embeddings",
+    "flow_retrieval",
+    "nlu_command_adapter",
+    "interactive_learning",
+    "silence_timeout",
+];
+
+/// Rasa's `action_endpoint` (its `EndpointConfig`: `url`, `params`, `headers`,
+/// `basic_auth`, `token`, `token_name`, `cafile`, and any other key, which Rasa passes on).
+/// Its `token`, when set, is the token this server requires; the rest is Rasa's.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ActionEndpoint {
-    pub url: String,
     #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default, deserialize_with = "scalar_text")]
     pub token: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scalar_text")]
     pub token_name: Option<String>,
-    #[serde(default)]
-    pub cafile: Option<String>,
-    #[serde(default)]
-    pub enable_selective_domain: Option<bool>,
-    #[serde(default)]
-    pub headers: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub basic_auth: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    pub timeout: Option<f64>,
+}
+
+/// A scalar as the text Rasa sends (a token of digits is still the token); null is none.
+fn scalar_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    use serde_yaml_ng::Value;
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(Value::Bool(b)) => Ok(Some(if b { "True" } else { "False" }.to_owned())),
+        Some(_) => Err(serde::de::Error::custom("expected text")),
+    }
 }
 
 /// The `actiongate:` section.
@@ -299,12 +317,36 @@ pub fn load_endpoints(path: &Path, required: bool) -> Result<Option<EndpointsFil
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
         Err(e) => return Err(ConfigError::new(path, "-", format!("cannot be read: {e}"))),
     };
+    read_endpoints(&text, &|name| std::env::var(name).ok(), path).map(Some)
+}
+
+/// The text of an `endpoints.yml`, its `${VAR}` replaced from `var` as Rasa replaces them.
+pub fn read_endpoints(
+    text: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+    path: &Path,
+) -> Result<EndpointsFile, ConfigError> {
     if text.trim().is_empty() {
-        return Ok(Some(EndpointsFile::default()));
+        return Ok(EndpointsFile::default());
     }
-    serde_yaml_ng::from_str::<EndpointsFile>(&text)
-        .map(Some)
-        .map_err(|e| yaml_error(path, &e))
+    let text = env::substitute(text, var)
+        .map_err(|unset| ConfigError::new(path, unset.key.clone(), unset.to_string()))?;
+    let mut file =
+        serde_yaml_ng::from_str::<EndpointsFile>(&text).map_err(|e| yaml_error(path, &e))?;
+    if let Ok(serde_yaml_ng::Value::Mapping(top)) = serde_yaml_ng::from_str(&text) {
+        file.unknown_sections = top
+            .keys()
+            .map(|k| match k {
+                serde_yaml_ng::Value::String(s) => s.clone(),
+                other => serde_yaml_ng::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
+            })
+            .filter(|k| !KNOWN_SECTIONS.contains(&k.as_str()))
+            .collect();
+    }
+    Ok(file)
 }
 
 /// Turns a YAML error into file, key and reason.
@@ -334,8 +376,9 @@ mod tests {
         let err = load("actiongate:\n  consent:\n    windw_secs: 5\n").unwrap_err();
         assert!(err.reason.contains("windw_secs"), "{err}");
         assert_eq!(err.key, "actiongate.consent");
-        let err = load("action_endpoit:\n  url: http://x\n").unwrap_err();
-        assert!(err.reason.contains("action_endpoit"), "{err}");
+        // Outside our section a misspelling is Rasa's to judge: named, not refused.
+        let file = load("action_endpoit:\n  url: http://x\n").unwrap().unwrap();
+        assert_eq!(file.unknown_sections, vec!["action_endpoit".to_owned()]);
     }
 
     #[test]
@@ -380,5 +423,123 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(file.action_endpoint.unwrap().token.as_deref(), Some("s"));
+    }
+
+    /// A Rasa Pro deployment's file: every section and key Rasa takes, `tracing` as a
+    /// mapping and as a list, the token from the environment.
+    const RASA_PRO: &str = r#"
+action_endpoint:
+  url: grpc://actions:5055
+  token: ${ACTION_TOKEN}
+  token_name: auth
+  cafile: ca.pem
+  ssl_client_cert: client.pem
+  ssl_client_key: client.key
+  params: {deployment: prod}
+  headers: {X-Team: billing}
+  basic_auth:
+    username: rasa
+    password: ${BASIC_PASSWORD}
+  timeout: 10
+  enable_selective_domain: true
+  type: grpc
+tracing:
+  type: otlp
+  endpoint: ${OTEL_ENDPOINT}
+  insecure: false
+  service_name: rasa
+metrics:
+  type: otlp
+  endpoint: otel:4317
+privacy:
+  anonymization:
+    rules: []
+mcp_servers:
+  - name: billing
+    url: http://mcp:8080
+a2a_server: {enabled: false}
+tracker_store:
+  type: sql
+  dialect: postgresql
+  url: db
+  password: ${DB_PASSWORD}
+lock_store: {type: redis, url: redis}
+event_broker: {type: kafka, sasl_password: "${NOT_REPLACED_QUOTED}"}
+model_groups:
+  - id: gpt
+    models: [{provider: openai, model: gpt-4o}]
+actiongate:
+  server:
+    workers: ${WORKERS}
+  console:
+    port: ${ADMIN_PORT}
+"#;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "ACTION_TOKEN" => Some("12345".into()),
+            "BASIC_PASSWORD" => Some("p: w#".into()),
+            "OTEL_ENDPOINT" => Some("http://otel:4318".into()),
+            "DB_PASSWORD" => Some("$ecret".into()),
+            "WORKERS" => Some("3".into()),
+            "ADMIN_PORT" => Some("5059".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_rasa_pro_file_is_read_as_rasa_reads_it() {
+        let file = read_endpoints(RASA_PRO, &env, Path::new("e.yml")).unwrap();
+        let endpoint = file.action_endpoint.as_ref().unwrap();
+        // A token of digits is still the text Rasa sends.
+        assert_eq!(endpoint.token.as_deref(), Some("12345"));
+        assert_eq!(endpoint.token_name.as_deref(), Some("auth"));
+        assert_eq!(file.tracing.as_ref().unwrap()["endpoint"], "http://otel:4318");
+        assert!(file.unknown_sections.is_empty(), "{:?}", file.unknown_sections);
+        let section = file.actiongate.as_ref().unwrap();
+        assert_eq!(section.server.as_ref().unwrap().workers, Some(3));
+        let args = crate::cli::Cli::default_serve_args();
+        let settings = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap();
+        assert_eq!(settings.server.auth_token.as_deref(), Some("12345"));
+        assert_eq!(settings.server.token_name, "auth");
+        // As a list, tracing is Rasa's too.
+        let listed = "tracing:\n  - type: jaeger\n    host: localhost\n  - type: otlp\n";
+        assert!(read_endpoints(listed, &env, Path::new("e.yml"))
+            .unwrap()
+            .tracing
+            .unwrap()
+            .is_sequence());
+    }
+
+    #[test]
+    fn an_unset_variable_is_refused_naming_it_as_rasa_refuses_it() {
+        let err = read_endpoints(RASA_PRO, &|_| None, Path::new("e.yml")).unwrap_err();
+        assert_eq!(err.key, "action_endpoint.token", "{err}");
+        assert!(err.reason.contains("${ACTION_TOKEN}"), "{err}");
+        // The literal text is never taken as the token.
+        let quoted = "action_endpoint:\n  url: http://x\n  token: \"${ACTION_TOKEN}\"\n";
+        let file = read_endpoints(quoted, &|_| None, Path::new("e.yml")).unwrap();
+        // Quoted, Rasa does not replace it either: both read the same literal text, and
+        // the server refuses to start on a token anyone can read off the template.
+        assert_eq!(
+            file.action_endpoint.as_ref().unwrap().token.as_deref(),
+            Some("${ACTION_TOKEN}")
+        );
+        let args = crate::cli::Cli::default_serve_args();
+        let err = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap_err();
+        assert_eq!(err.key, "action_endpoint.token", "{err}");
+    }
+
+    #[test]
+    fn our_section_stays_strict_when_the_rest_is_open() {
+        let err = read_endpoints(
+            "metrics: {type: otlp}\nactiongate:\n  server: {wokers: 2}\n",
+            &env,
+            Path::new("e.yml"),
+        )
+        .unwrap_err();
+        assert!(err.reason.contains("wokers"), "{err}");
+        let file = read_endpoints("actiongat:\n  server: {}\n", &env, Path::new("e.yml")).unwrap();
+        assert_eq!(file.unknown_sections, vec!["actiongat".to_owned()]);
     }
 }

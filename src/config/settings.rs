@@ -82,6 +82,9 @@ impl Settings {
     pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
         let required = args.endpoints != Path::new("endpoints.yml");
         let file = load_endpoints(&args.endpoints, required)?.unwrap_or_default();
+        for section in &file.unknown_sections {
+            tracing::warn!(file = %args.endpoints.display(), section, "endpoints.yml: a section neither Rasa nor actiongate is known to read; left alone");
+        }
         Self::from_parts(args, &file, &args.endpoints)
     }
 
@@ -270,6 +273,17 @@ impl Settings {
         let cors = CorsPolicy::new(args.cors.as_deref().unwrap_or_default())
             .map_err(|e| ConfigError::new("--cors", "cors", e))?;
         let action_endpoint = file.action_endpoint.as_ref();
+        if let Some(token) = action_endpoint.and_then(|a| a.token.as_deref()) {
+            if token.contains("${") && token.contains('}') {
+                // Quoted, neither Rasa nor we replace it: the token would be text anyone
+                // reading the file's template can guess.
+                return Err(ConfigError::new(
+                    path,
+                    "action_endpoint.token",
+                    format!("is the literal text {token}: quoted, neither Rasa nor actiongate replaces a variable; write it unquoted"),
+                ));
+            }
+        }
         let per_hour = args
             .rate_per_hour
             .or_else(|| rate.and_then(|r| r.per_hour))
