@@ -23,8 +23,9 @@ if [ ! -x "$BIN" ]; then
   log "building $BIN"
   cargo build --release --quiet --bin actiongate
 fi
-cargo build --quiet -p tools --example starvation
-DRIVER="$ROOT/target/debug/examples/starvation"
+# The driver in release too: on two cores, a debug driver's own CPU would be measured.
+cargo build --release --quiet -p tools --example starvation
+DRIVER="$ROOT/target/release/examples/starvation"
 
 hard=$(ulimit -Hn)
 need=$((PER_KIND * 5 + 512))
@@ -57,8 +58,18 @@ for _ in $(seq 1 100); do
 done
 grep -m1 "open-file limit" "$work/server.log" >&2 || true
 ulimit -n "$hard"
-"$DRIVER" --webhook "http://127.0.0.1:$port" --grpc "http://127.0.0.1:$grpc" \
-  --console "http://127.0.0.1:$admin" --per-kind "$PER_KIND" --seconds "$SECONDS_TO_RUN"
+targets=(--webhook "http://127.0.0.1:$port" --grpc "http://127.0.0.1:$grpc"
+  --console "http://127.0.0.1:$admin" --per-kind "$PER_KIND")
+# The hostile clients in a process of their own at the lowest CPU priority (a remote
+# attacker's CPU is not this machine's; what the server spends on them is still measured),
+# the callers sampled from another once they are open.
+nice -n 19 "$DRIVER" "${targets[@]}" --only hostile --seconds "$SECONDS_TO_RUN" \
+  >"$work/hostile.out" &
+hostile_pid=$!
+sleep 6
+"$DRIVER" "${targets[@]}" --only callers --seconds $((SECONDS_TO_RUN - 6))
+wait "$hostile_pid"
+cat "$work/hostile.out"
 if grep -q "Too many open files" "$work/server.log"; then
   log "the server ran out of descriptors at some point:"
   grep -c "Too many open files" "$work/server.log" >&2

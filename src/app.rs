@@ -211,6 +211,14 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         None => None,
     };
     let actions = ActionServer::new(subscription_actions(guard.clone()), settings.server.clone());
+    // Ready while the store answers with this build's schema. The subscription service is
+    // not asked: without it the guard fails closed and says so, which is better than no
+    // answer at all.
+    let ready_store = store.clone();
+    actions.set_readiness(move || {
+        let store = ready_store.clone();
+        Box::pin(async move { store.ready().await })
+    });
     if let Some((_, counters)) = &events {
         let counters = counters.clone();
         actions.add_metrics(move |out| counters.render(out));

@@ -630,3 +630,76 @@ async fn a_silent_connection_to_the_grpc_port_is_closed() {
     let listed = grpc.actions(ActionsRequest {}).await.unwrap();
     assert_eq!(listed.get_ref().actions.len(), 5);
 }
+
+/// Readiness (issue 27): the gRPC health service says SERVING while the store answers and
+/// NOT_SERVING once it does not, and the webhook's `/ready` says why; `/health` stays the
+/// cheap liveness check.
+#[tokio::test]
+async fn health_follows_the_store_and_ready_says_why() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = common::test_settings(dir.path(), &["--grpc-port", "0"]);
+    let mut started = actiongate::app::start(&settings).await.unwrap();
+    let webhook = started.http.take().expect("the webhook on the port");
+    let webhook_handle = webhook.handle();
+    tokio::spawn(webhook);
+    let grpc = started.grpc.as_ref().expect("gRPC beside the webhook");
+    let channel = Channel::from_shared(format!("http://127.0.0.1:{}", grpc.port))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let health = HealthClient::new(channel);
+    let status = |service: &'static str| {
+        let mut health = health.clone();
+        async move {
+            health
+                .check(HealthCheckRequest {
+                    service: service.to_owned(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .status()
+        }
+    };
+    let until = |wanted: ServingStatus| {
+        async move {
+            for _ in 0..50 {
+                if status("ActionServer").await == wanted && status("").await == wanted {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        }
+    };
+    assert!(until(ServingStatus::Serving).await, "never SERVING");
+    let ready = reqwest::get(format!("http://127.0.0.1:{}/ready", started.port))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+
+    // Closed (new uses fail at once; the close itself waits for connections in use).
+    let store = started.store.clone();
+    tokio::spawn(async move { store.close().await });
+    assert!(
+        until(ServingStatus::NotServing).await,
+        "still SERVING without a store"
+    );
+    let ready = reqwest::get(format!("http://127.0.0.1:{}/ready", started.port))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body["status"], "not_ready");
+    assert_eq!(body["reason"], "the store cannot be reached");
+    let live = reqwest::get(format!("http://127.0.0.1:{}/health", started.port))
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200, "liveness does not depend on the store");
+    grpc.stop();
+    webhook_handle.stop(false).await;
+}

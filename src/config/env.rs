@@ -206,9 +206,7 @@ fn render(expanded: &str) -> String {
             .split_once('.')
             .map_or_else(
                 || is_digits(expanded.trim_start_matches(['-', '+'])),
-                |(whole, fraction)| {
-                    (whole.is_empty() || is_digits(whole)) && is_digits(fraction)
-                },
+                |(whole, fraction)| (whole.is_empty() || is_digits(whole)) && is_digits(fraction),
             )
         && expanded.len() <= 40;
     if numeric || expanded == "true" || expanded == "false" {
@@ -275,8 +273,14 @@ mod tests {
         assert_eq!(k("k: ${A} #c"), "alpha");
         assert_eq!(k("k: pre-${UNSET}"), "pre-${UNSET}");
         assert_eq!(value_of("${A}: v").unwrap()["alpha"], "v");
-        assert_eq!(value_of("k:\n  - ${A}\n  - \"${B}\"\n").unwrap()["k"][0], "alpha");
-        assert_eq!(value_of("k:\n  - ${A}\n  - \"${B}\"\n").unwrap()["k"][1], "${B}");
+        assert_eq!(
+            value_of("k:\n  - ${A}\n  - \"${B}\"\n").unwrap()["k"][0],
+            "alpha"
+        );
+        assert_eq!(
+            value_of("k:\n  - ${A}\n  - \"${B}\"\n").unwrap()["k"][1],
+            "${B}"
+        );
         // Numbers stay numbers for the settings that take them; é and emoji keep their place.
         assert_eq!(k("k: ${PORT}"), 5055);
         assert_eq!(value_of("é: 😀\nk: ${A}\n").unwrap()["k"], "alpha");
@@ -284,8 +288,8 @@ mod tests {
 
     #[test]
     fn an_unset_variable_is_an_error_naming_it_and_its_key() {
-        let err = value_of("action_endpoint:\n  url: http://x\n  token: ${ACTION_TOKEN}\n")
-            .unwrap_err();
+        let err =
+            value_of("action_endpoint:\n  url: http://x\n  token: ${ACTION_TOKEN}\n").unwrap_err();
         assert_eq!(err.key, "action_endpoint.token");
         assert_eq!(err.words, vec!["${ACTION_TOKEN}".to_owned()]);
         assert_eq!(err.line, 3);

@@ -494,8 +494,15 @@ actiongate:
         // A token of digits is still the text Rasa sends.
         assert_eq!(endpoint.token.as_deref(), Some("12345"));
         assert_eq!(endpoint.token_name.as_deref(), Some("auth"));
-        assert_eq!(file.tracing.as_ref().unwrap()["endpoint"], "http://otel:4318");
-        assert!(file.unknown_sections.is_empty(), "{:?}", file.unknown_sections);
+        assert_eq!(
+            file.tracing.as_ref().unwrap()["endpoint"],
+            "http://otel:4318"
+        );
+        assert!(
+            file.unknown_sections.is_empty(),
+            "{:?}",
+            file.unknown_sections
+        );
         let section = file.actiongate.as_ref().unwrap();
         assert_eq!(section.server.as_ref().unwrap().workers, Some(3));
         let args = crate::cli::Cli::default_serve_args();

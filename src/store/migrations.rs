@@ -87,6 +87,11 @@ fn migrations(postgres: bool) -> Vec<Migration> {
         .collect()
 }
 
+/// The version of the newest migration this build carries.
+pub fn latest_version() -> i64 {
+    FILES.iter().map(|f| f.version).max().unwrap_or(0)
+}
+
 /// Applies the migrations not yet applied, after adopting the records of the runner that
 /// came before sqlx's.
 ///

@@ -356,6 +356,32 @@ impl Store {
         self.postgres
     }
 
+    /// Closes the store's connections: every later use fails (readiness included).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Readiness: the store answers, and its schema is this build's (every migration up
+    /// to the newest recorded as applied). The reason names no address or credential.
+    pub async fn ready(&self) -> Result<(), String> {
+        let newest: Option<i64> =
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| {
+                    tracing::warn!(error = %e, "readiness: the store did not answer");
+                    "the store cannot be reached".to_owned()
+                })?;
+        let wanted = migrations::latest_version();
+        match newest {
+            Some(v) if v >= wanted => Ok(()),
+            v => Err(format!(
+                "the store's schema is at migration {} of {wanted}",
+                v.unwrap_or(0)
+            )),
+        }
+    }
+
     fn finished(&self, key: &str) -> Option<Operation> {
         let finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
         finished.by_key.get(key).cloned()

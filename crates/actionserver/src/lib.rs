@@ -61,5 +61,5 @@ pub use protocol::{
 pub use server::body::decode as decode_body;
 pub use server::{
     paced_bodies, serve, ActionServer, ApiError, BodyBudget, BodyLimits, CorsPolicy, Pace,
-    PeerLimit, ServerSettings, DEFAULT_BODY_BUDGET,
+    PeerLimit, ReadinessCheck, ServerSettings, DEFAULT_BODY_BUDGET,
 };

@@ -1016,3 +1016,68 @@ async fn paced_bodies_cut_off_a_trickle_on_any_listener() {
     assert_eq!(answer.text().await.unwrap(), "5000 bytes");
     handle.stop(false).await;
 }
+
+/// `GET /ready` (issue 27): open as `/health` is; 200 while the application's check passes,
+/// 503 with its reason when it fails, and 503 from the moment the server drains; `/health`
+/// answers 200 throughout.
+#[tokio::test]
+async fn ready_follows_the_applications_check_and_the_drain() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    testkit::install_crypto();
+    let server = actionserver::ActionServer::new(
+        Registry::default(),
+        ServerSettings {
+            handle_signals: false,
+            workers: 1,
+            auth_token: Some("s3cret".into()),
+            ..ServerSettings::default()
+        },
+    );
+    let healthy = Arc::new(AtomicBool::new(true));
+    let flag = healthy.clone();
+    server.set_readiness(move || {
+        let ok = flag.load(Ordering::SeqCst);
+        Box::pin(async move {
+            if ok {
+                Ok(())
+            } else {
+                Err("the store cannot be reached".to_owned())
+            }
+        })
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let running = server.http(listener, None).unwrap();
+    let handle = running.handle();
+    tokio::spawn(running);
+    let get = |path: &'static str| {
+        let url = url.clone();
+        async move {
+            let answer = reqwest::get(format!("{url}{path}")).await.unwrap();
+            let status = answer.status().as_u16();
+            (status, answer.json::<Value>().await.unwrap())
+        }
+    };
+    assert_eq!(get("/ready").await, (200, json!({"status": "ready"})));
+    healthy.store(false, Ordering::SeqCst);
+    assert_eq!(
+        get("/ready").await,
+        (
+            503,
+            json!({"status": "not_ready", "reason": "the store cannot be reached"})
+        )
+    );
+    healthy.store(true, Ordering::SeqCst);
+    assert_eq!(get("/ready/").await.0, 200);
+    server.drain();
+    assert_eq!(
+        get("/ready").await,
+        (
+            503,
+            json!({"status": "not_ready", "reason": "the server is stopping"})
+        )
+    );
+    assert_eq!(get("/health").await.0, 200);
+    handle.stop(false).await;
+}

@@ -586,10 +586,12 @@ async fn raw_from(url: &str, from: &str, head: &str, trickle: bool) -> (Option<S
     let _ = stream.write_all(head.as_bytes()).await;
     let (mut read, mut write) = stream.into_split();
     let feed = async move {
-        while trickle {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            if write.write_all(b" ").await.is_err() {
-                break;
+        if trickle {
+            loop {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                if write.write_all(b" ").await.is_err() {
+                    break;
+                }
             }
         }
         std::future::pending::<()>().await

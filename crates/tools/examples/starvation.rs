@@ -36,6 +36,17 @@ struct Args {
     /// Calls sampled per caller.
     #[arg(long, default_value_t = 150)]
     samples: usize,
+    /// Run only the hostile clients, or only the callers (the script runs the hostile ones
+    /// in a process of their own, at the lowest CPU priority, as a remote attacker's CPU
+    /// would not be this machine's).
+    #[arg(long, value_enum)]
+    only: Option<Role>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Role {
+    Hostile,
+    Callers,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -141,7 +152,14 @@ async fn main() {
     let args = Args::parse();
     let until = Instant::now() + Duration::from_secs(args.seconds);
     let counts: Vec<Arc<Counts>> = KINDS.iter().map(|_| Arc::default()).collect();
-    for (k, (kind, counts)) in KINDS.iter().zip(&counts).enumerate() {
+    let hostile_here = args.only != Some(Role::Callers);
+    let callers_here = args.only != Some(Role::Hostile);
+    for (k, (kind, counts)) in KINDS
+        .iter()
+        .zip(&counts)
+        .enumerate()
+        .filter(|_| hostile_here)
+    {
         let to = match kind {
             Kind::SilentGrpc => addr(&args.grpc),
             Kind::SilentConsole => addr(&args.console),
@@ -160,12 +178,45 @@ async fn main() {
             tokio::spawn(hostile(*kind, to.clone(), from, until, counts.clone()));
         }
     }
-    // Let them pile up before sampling.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    if hostile_here {
+        // Let them pile up before sampling.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+    }
     let open_at_start: Vec<usize> = counts
         .iter()
         .map(|c| c.open.load(Ordering::Relaxed))
         .collect();
+    if callers_here {
+        sample(&args, until).await;
+    } else {
+        tokio::time::sleep_until(until.into()).await;
+    }
+    if !hostile_here {
+        return;
+    }
+    println!(
+        "hostile connections, {} of each kind asked for {} s:",
+        args.per_kind, args.seconds
+    );
+    println!(
+        "{:<16} {:>14} {:>14} {:>18} {:>10}",
+        "kind", "open at 6 s", "open at end", "closed by server", "refused"
+    );
+    for ((kind, c), at_start) in KINDS.iter().zip(&counts).zip(&open_at_start) {
+        println!(
+            "{:<16} {:>14} {:>14} {:>18} {:>10}",
+            format!("{kind:?}"),
+            at_start,
+            c.open.load(Ordering::Relaxed),
+            c.closed_by_server.load(Ordering::Relaxed),
+            c.refused.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// The real callers, each call on a new connection, until `until` or `--samples` rounds;
+/// prints their latencies.
+async fn sample(args: &Args, until: Instant) {
     let body = serde_json::json!({
         "next_action": "list_subscriptions", "sender_id": "starvation",
         "tracker": {"sender_id": "starvation",
@@ -217,24 +268,6 @@ async fn main() {
         times[2].push(started.elapsed());
         errors[2] += usize::from(!ok);
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    println!(
-        "hostile connections, {} of each kind asked for {} s:",
-        args.per_kind, args.seconds
-    );
-    println!(
-        "{:<16} {:>14} {:>14} {:>18} {:>10}",
-        "kind", "open at 6 s", "open at end", "closed by server", "refused"
-    );
-    for ((kind, c), at_start) in KINDS.iter().zip(&counts).zip(&open_at_start) {
-        println!(
-            "{:<16} {:>14} {:>14} {:>18} {:>10}",
-            format!("{kind:?}"),
-            at_start,
-            c.open.load(Ordering::Relaxed),
-            c.closed_by_server.load(Ordering::Relaxed),
-            c.refused.load(Ordering::Relaxed)
-        );
     }
     println!(
         "\n{:<22} {:>8} {:>10} {:>10} {:>10} {:>8}",

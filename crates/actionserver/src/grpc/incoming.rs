@@ -90,6 +90,9 @@ pub fn incoming(listener: TcpListener, limits: ConnectionLimits) -> Incoming {
                 tracing::debug!("gRPC: too many connections open; one closed");
                 continue;
             };
+            // As tonic's own listener does: HTTP/2 writes frames apart (settings, headers,
+            // data), and Nagle's wait for an ack would hold a small answer ~40 ms.
+            let _ = stream.set_nodelay(true);
             let ip = peer.ip();
             {
                 let mut counts = peers.lock().unwrap_or_else(|p| p.into_inner());

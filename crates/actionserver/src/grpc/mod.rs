@@ -98,13 +98,48 @@ impl ActionServer {
                 Ok(request)
             },
         );
+        // NOT_SERVING until the readiness check first passes, whenever it fails, and from
+        // the moment the server starts stopping; checked every second.
         let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_service_status(HEALTH_SERVICE_NAME, tonic_health::ServingStatus::Serving)
-            .await;
-        health
-            .set_service_status("", tonic_health::ServingStatus::Serving)
-            .await;
+        let status = |ready: bool| {
+            if ready {
+                tonic_health::ServingStatus::Serving
+            } else {
+                tonic_health::ServingStatus::NotServing
+            }
+        };
+        for name in [HEALTH_SERVICE_NAME, ""] {
+            health.set_service_status(name, status(false)).await;
+        }
+        let poll = {
+            let core = self.core.clone();
+            let health = health.clone();
+            tokio::spawn(async move {
+                let mut last = None;
+                loop {
+                    let ready = core.readiness.now().await;
+                    if last != Some(ready.is_ok()) {
+                        if let Err(reason) = &ready {
+                            tracing::info!(%reason, "gRPC health: NOT_SERVING");
+                        }
+                        for name in [HEALTH_SERVICE_NAME, ""] {
+                            health.set_service_status(name, status(ready.is_ok())).await;
+                        }
+                        last = Some(ready.is_ok());
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            })
+        };
+        let _poll = AbortOnDrop(poll);
+        let core = self.core.clone();
+        let shutdown = async move {
+            shutdown.await;
+            core.readiness.drain();
+            for name in [HEALTH_SERVICE_NAME, ""] {
+                health.set_service_status(name, status(false)).await;
+            }
+        };
         // Windows large enough that a tracker of thousands of events arrives without a
         // round trip per 64 KiB; they bound what a client may send ahead, not memory held.
         // Idle connections do not stay for good: pings a client must answer, and every
@@ -131,6 +166,15 @@ impl ActionServer {
             .serve_with_incoming_shutdown(incoming, shutdown)
             .await?;
         Ok(())
+    }
+}
+
+/// Stops a task when the server that spawned it returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

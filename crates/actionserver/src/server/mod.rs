@@ -28,6 +28,7 @@ pub mod errors;
 pub mod listener;
 pub mod metrics;
 mod middleware;
+mod readiness;
 
 pub use body::{BodyBudget, BodyLimits, DEFAULT_BODY_BUDGET};
 pub use cors::CorsPolicy;
@@ -36,6 +37,8 @@ pub use errors::ApiError;
 pub use listener::{paced_bodies, Pace, PeerLimit};
 use metrics::Metrics;
 use middleware::{cors_and_preflight, observe};
+pub(crate) use readiness::Readiness;
+pub use readiness::ReadinessCheck;
 
 /// How the server treats requests, independent of which actions it serves.
 #[derive(Debug, Clone)]
@@ -94,6 +97,7 @@ pub(crate) struct Core {
     domains: DomainCache,
     pub(crate) metrics: Metrics,
     pub(crate) budget: BodyBudget,
+    pub(crate) readiness: Readiness,
 }
 
 /// The action name of a call, for the request's span and metrics.
@@ -126,12 +130,31 @@ impl ActionServer {
                 domains: DomainCache::default(),
                 budget: BodyBudget::new(settings.body_budget),
                 metrics: Metrics::default(),
+                readiness: Readiness::default(),
                 settings,
             }),
         }
     }
 
-    /// Serves the webhook on a bound listener; see [`serve`].
+    /// What `GET /ready` and the gRPC health service report beyond "not stopping": the
+    /// check runs on each probe (HTTP) and every second (gRPC), bounded by 2 s; `Err` says
+    /// why the server should not be sent calls now (say, its store cannot be reached).
+    /// Without one, a server that is not stopping is ready.
+    pub fn set_readiness(
+        &self,
+        check: impl Fn() -> futures_util::future::BoxFuture<'static, Result<(), String>>
+            + Send
+            + Sync
+            + 'static,
+    ) {
+        self.core.readiness.set(Arc::new(check));
+    }
+
+    /// From now on not ready: the server is stopping (calls in flight still finish).
+    pub fn drain(&self) {
+        self.core.readiness.drain();
+    }
+
     /// Adds metrics of the application's own to `GET /metrics` (on every transport): the
     /// source writes Prometheus' text format after the server's own metrics.
     pub fn add_metrics(&self, source: impl Fn(&mut String) + Send + Sync + 'static) {
@@ -153,6 +176,7 @@ impl ActionServer {
                 .wrap(from_fn(observe))
                 .configure(|cfg| endpoint(cfg, "/webhook", "POST", || web::post().to(webhook)))
                 .configure(|cfg| endpoint(cfg, "/health", "GET", || web::get().to(health)))
+                .configure(|cfg| endpoint(cfg, "/ready", "GET", || web::get().to(ready)))
                 .configure(|cfg| endpoint(cfg, "/actions", "GET", || web::get().to(actions)))
                 .configure(|cfg| endpoint(cfg, "/metrics", "GET", || web::get().to(metrics)))
                 .default_service(web::to(|| async {
@@ -322,6 +346,16 @@ impl Core {
 
 async fn health() -> HttpResponse {
     HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+}
+
+/// Readiness, open as `/health` is (probes carry no token): 200 when calls may be sent
+/// here, 503 with the reason when not.
+async fn ready(state: web::Data<Core>) -> HttpResponse {
+    match state.readiness.now().await {
+        Ok(()) => HttpResponse::Ok().json(serde_json::json!({"status": "ready"})),
+        Err(reason) => HttpResponse::ServiceUnavailable()
+            .json(serde_json::json!({"status": "not_ready", "reason": reason})),
+    }
 }
 
 async fn actions(req: HttpRequest, state: web::Data<Core>) -> Result<HttpResponse, ApiError> {
