@@ -665,16 +665,14 @@ async fn health_follows_the_store_and_ready_says_why() {
                 .status()
         }
     };
-    let until = |wanted: ServingStatus| {
-        async move {
-            for _ in 0..50 {
-                if status("ActionServer").await == wanted && status("").await == wanted {
-                    return true;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    let until = |wanted: ServingStatus| async move {
+        for _ in 0..50 {
+            if status("ActionServer").await == wanted && status("").await == wanted {
+                return true;
             }
-            false
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        false
     };
     assert!(until(ServingStatus::Serving).await, "never SERVING");
     let ready = reqwest::get(format!("http://127.0.0.1:{}/ready", started.port))
