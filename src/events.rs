@@ -401,6 +401,9 @@ pub fn serve(
             .app_data(inbox.clone())
             .app_data(pace.clone())
             .wrap(actix_web::middleware::from_fn(actionserver::paced_bodies))
+            .wrap(actix_web::middleware::from_fn(
+                actionserver::refuse_over_cap,
+            ))
             .app_data(web::PayloadConfig::new(BODY_LIMIT))
             .route("/v1/service-events", web::post().to(receive))
             .default_service(web::to(|| async {

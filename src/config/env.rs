@@ -14,18 +14,27 @@ pub struct Unset {
     /// Where: the dotted key path of the scalar (`action_endpoint.token`), or `-`.
     pub key: String,
     pub line: usize,
-    /// The words Rasa would name (`${ACTION_TOKEN}`).
+    /// The words Rasa would name (`${ACTION_TOKEN}`); empty when the file could not be
+    /// read to find its variables (`reason` says why).
     pub words: Vec<String>,
+    pub reason: Option<String>,
 }
 
 impl std::fmt::Display for Unset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "line {}: {} not set in the environment (Rasa refuses this file too)",
-            self.line,
-            self.words.join(", ")
-        )
+        match &self.reason {
+            Some(reason) => write!(
+                f,
+                "line {}: its variables could not be replaced: {reason}",
+                self.line
+            ),
+            None => write!(
+                f,
+                "line {}: {} not set in the environment (Rasa refuses this file too)",
+                self.line,
+                self.words.join(", ")
+            ),
+        }
     }
 }
 
@@ -35,8 +44,9 @@ enum Frame {
     Sequence { index: usize },
 }
 
-/// The text with its variables replaced, or the text itself when it has none (or is not
-/// YAML the event parser reads: the YAML reader then says why).
+/// The text with its variables replaced, or the text itself when it has none. A text
+/// with a `${` that the event parser cannot read is refused: its variables would stay
+/// literal (a secret among them) if another reader took it.
 pub fn substitute<'a>(
     text: &'a str,
     var: &dyn Fn(&str) -> Option<String>,
@@ -53,8 +63,16 @@ pub fn substitute<'a>(
     let mut replacements: Vec<(usize, usize, String)> = Vec::new();
     let mut frames: Vec<Frame> = Vec::new();
     for event in Parser::new_from_str(text) {
-        let Ok((event, span)) = event else {
-            return Ok(Cow::Borrowed(text));
+        let (event, span) = match event {
+            Ok(event) => event,
+            Err(e) => {
+                return Err(Unset {
+                    key: "-".into(),
+                    line: e.marker().line(),
+                    words: Vec::new(),
+                    reason: Some(e.info().to_owned()),
+                })
+            }
         };
         match event {
             Event::MappingStart(..) => frames.push(Frame::Mapping {
@@ -89,11 +107,18 @@ pub fn substitute<'a>(
                             key: if key.is_empty() { "-".into() } else { key },
                             line: span.start.line(),
                             words,
+                            reason: None,
                         });
                     }
                     let (start, end) = (span.start.index(), span.end.index());
                     if let (Some(&from), Some(&to)) = (bytes_at.get(start), bytes_at.get(end)) {
-                        replacements.push((from, to, render(&expanded)));
+                        // The span starts at the node's anchor (`&name`), which stays.
+                        let from = from + anchor_len(&text[from..to]);
+                        // Ours may take numbers and booleans from the environment; Rasa's
+                        // sections get text, as Rasa does.
+                        let ours = matches!(frames.first(), Some(Frame::Mapping { key: Some(k), .. }) if k == "actiongate")
+                            && frames.len() > 1;
+                        replacements.push((from, to, render(&expanded, ours)));
                     }
                 }
                 if is_key {
@@ -120,6 +145,19 @@ pub fn substitute<'a>(
     }
     out.push_str(&text[at..]);
     Ok(Cow::Owned(out))
+}
+
+/// The bytes of a leading anchor (`&name` and the blanks after it).
+fn anchor_len(node: &str) -> usize {
+    if !node.starts_with('&') {
+        return 0;
+    }
+    let name = node.find([' ', '\t', '\n', '\r']).unwrap_or(node.len());
+    let blanks = node[name..]
+        .bytes()
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .count();
+    name + blanks
 }
 
 /// A value (not a key) ended in the innermost collection.
@@ -196,10 +234,11 @@ fn expand(value: &str, var: &dyn Fn(&str) -> Option<String>) -> String {
     out
 }
 
-/// A replaced scalar as YAML text: a number or `true`/`false` plain (so numeric and
-/// boolean settings can come from the environment, and text settings still read it as
-/// text), anything else double-quoted (so no value can change the file's structure).
-fn render(expanded: &str) -> String {
+/// A replaced scalar as YAML text: double-quoted (so no value can change the file's
+/// structure, and Rasa's sections read exactly the text Rasa reads), except, under
+/// `actiongate:` (`ours`), a number or `true`/`false`, plain, so numeric and boolean
+/// settings can come from the environment (text settings still read them as text).
+fn render(expanded: &str, ours: bool) -> String {
     let numeric = !expanded.is_empty()
         && expanded
             .trim_start_matches(['-', '+'])
@@ -209,11 +248,24 @@ fn render(expanded: &str) -> String {
                 |(whole, fraction)| (whole.is_empty() || is_digits(whole)) && is_digits(fraction),
             )
         && expanded.len() <= 40;
-    if numeric || expanded == "true" || expanded == "false" {
-        expanded.to_owned()
-    } else {
-        serde_json::to_string(expanded).expect("a string serialises")
+    if ours && (numeric || expanded == "true" || expanded == "false") {
+        return expanded.to_owned();
     }
+    // JSON's escapes are YAML's; the characters YAML would read as breaks or refuses
+    // (NEL, the line and paragraph separators, DEL, C1 controls, a BOM) escaped too.
+    let mut quoted = String::with_capacity(expanded.len() + 2);
+    for c in serde_json::to_string(expanded)
+        .expect("a string serialises")
+        .chars()
+    {
+        match c {
+            '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' => {
+                quoted.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => quoted.push(c),
+        }
+    }
+    quoted
 }
 
 fn is_digits(s: &str) -> bool {
@@ -281,8 +333,19 @@ mod tests {
             value_of("k:\n  - ${A}\n  - \"${B}\"\n").unwrap()["k"][1],
             "${B}"
         );
-        // Numbers stay numbers for the settings that take them; é and emoji keep their place.
-        assert_eq!(k("k: ${PORT}"), 5055);
+        // Numbers stay numbers for our settings that take them, and text in Rasa's
+        // sections, as Rasa reads them; é and emoji keep their place.
+        assert_eq!(k("k: ${PORT}"), "5055");
+        assert_eq!(
+            value_of("actiongate:\n  k: ${PORT}\n").unwrap()["actiongate"]["k"],
+            5055
+        );
+        // An anchor stays with its node.
+        let anchored = value_of("k: &t ${A}\nj: *t\n").unwrap();
+        assert_eq!(
+            (anchored["k"].clone(), anchored["j"].clone()),
+            ("alpha".into(), "alpha".into())
+        );
         assert_eq!(value_of("é: 😀\nk: ${A}\n").unwrap()["k"], "alpha");
     }
 
@@ -304,6 +367,12 @@ mod tests {
         }
         let err = value_of("a:\n  - b: 1\n  - c: ${UNSET}\n").unwrap_err();
         assert_eq!(err.key, "a.1.c");
+    }
+
+    #[test]
+    fn a_file_with_a_variable_that_cannot_be_read_is_refused() {
+        let err = substitute("k: ${A}\n  - broken: [\n", &env).unwrap_err();
+        assert!(err.reason.is_some(), "{err}");
     }
 
     #[test]

@@ -549,4 +549,36 @@ actiongate:
         let file = read_endpoints("actiongat:\n  server: {}\n", &env, Path::new("e.yml")).unwrap();
         assert_eq!(file.unknown_sections, vec!["actiongat".to_owned()]);
     }
+
+    #[test]
+    fn a_secret_left_unreplaced_or_empty_is_refused() {
+        let args = crate::cli::Cli::default_serve_args();
+        let refused = |text: &str, var: &dyn Fn(&str) -> Option<String>| {
+            let file = read_endpoints(text, var, Path::new("e.yml")).unwrap();
+            Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap_err()
+        };
+        // Set but empty: Rasa would send no token, and none would be required.
+        let err = refused(
+            "action_endpoint:\n  url: http://x\n  token: ${ACTION_TOKEN}\n",
+            &|_| Some(String::new()),
+        );
+        assert!(err.reason.contains("empty"), "{err}");
+        // `$NAME` alone is not replaced by Rasa either.
+        let err = refused(
+            "action_endpoint:\n  url: http://x\n  token: $ACTION_TOKEN\n",
+            &|_| Some("s".into()),
+        );
+        assert_eq!(err.key, "action_endpoint.token", "{err}");
+        // Our own secrets, quoted.
+        let err = refused(
+            "actiongate:\n  events:\n    port: 5057\n    secret: \"${EVENTS_SECRET}\"\n",
+            &|_| Some("s".into()),
+        );
+        assert_eq!(err.key, "actiongate.events.secret", "{err}");
+        let err = refused(
+            "actiongate:\n  subscriptions:\n    token: \"${SERVICE_TOKEN}\"\n",
+            &|_| Some("s".into()),
+        );
+        assert_eq!(err.key, "actiongate.subscriptions.token", "{err}");
+    }
 }

@@ -274,13 +274,48 @@ impl Settings {
             .map_err(|e| ConfigError::new("--cors", "cors", e))?;
         let action_endpoint = file.action_endpoint.as_ref();
         if let Some(token) = action_endpoint.and_then(|a| a.token.as_deref()) {
-            if token.contains("${") && token.contains('}') {
-                // Quoted, neither Rasa nor we replace it: the token would be text anyone
-                // reading the file's template can guess.
+            if token.is_empty() {
+                // Rasa sends no token then, and this server would require none: an unset
+                // secret must not turn authentication off.
                 return Err(ConfigError::new(
                     path,
                     "action_endpoint.token",
-                    format!("is the literal text {token}: quoted, neither Rasa nor actiongate replaces a variable; write it unquoted"),
+                    "is empty (a secret that was not set?); remove the key to run without a token",
+                ));
+            }
+        }
+        let secrets = [
+            (
+                "action_endpoint.token",
+                action_endpoint.and_then(|a| a.token.as_deref()),
+            ),
+            (
+                "actiongate.subscriptions.token",
+                subs.and_then(|s| s.token.as_deref()),
+            ),
+            (
+                "actiongate.events.secret",
+                events_section.and_then(|e| e.secret.as_deref()),
+            ),
+            (
+                "actiongate.consent.signing_secret",
+                consent.and_then(|c| c.signing_secret.as_deref()),
+            ),
+            (
+                "actiongate.approval.notify_rasa_token",
+                section
+                    .and_then(|s| s.approval.as_ref())
+                    .and_then(|a| a.notify_rasa_token.as_deref()),
+            ),
+        ];
+        for (key, value) in secrets {
+            if let Some(value) = value.filter(|v| looks_unreplaced(v)) {
+                // Quoted (or `$NAME` alone), neither Rasa nor we replace it: the secret
+                // would be text anyone reading the file's template can guess.
+                return Err(ConfigError::new(
+                    path,
+                    key,
+                    format!("is the literal text {value}: neither Rasa nor actiongate replaces a variable there (quoted, or `$NAME` without braces); write it unquoted as ${{NAME}}"),
                 ));
             }
         }
@@ -513,4 +548,15 @@ fn approval_rules(section: Option<&super::ApprovalSection>) -> crate::consent::A
             .unwrap_or(defaults.max_open_per_subscription)
             .max(1),
     }
+}
+
+/// A secret that is still the text of a variable: `${NAME}` somewhere, or `$NAME` alone.
+fn looks_unreplaced(value: &str) -> bool {
+    let braced = value
+        .find("${")
+        .is_some_and(|i| value[i + 2..].contains('}'));
+    let bare = value.strip_prefix('$').is_some_and(|name| {
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    });
+    braced || bare
 }

@@ -103,6 +103,7 @@ pub fn serve(
             .app_data(console.clone())
             .app_data(pace.clone())
             .wrap(actix_web::middleware::from_fn(actionserver::paced_bodies))
+            .wrap(actix_web::middleware::from_fn(actionserver::refuse_over_cap))
             // DNS rebinding: a page on another name that resolves here is not the console.
             .wrap_fn(move |req, srv| {
                 let host = req.connection_info().host().to_ascii_lowercase();

@@ -87,7 +87,8 @@ fn migrations(postgres: bool) -> Vec<Migration> {
         .collect()
 }
 
-/// The version of the newest migration this build carries.
+/// The version of the newest migration this build carries (versions run 1, 2, ...: as
+/// many as there are).
 pub fn latest_version() -> i64 {
     FILES.iter().map(|f| f.version).max().unwrap_or(0)
 }

@@ -364,21 +364,23 @@ impl Store {
     /// Readiness: the store answers, and its schema is this build's (every migration up
     /// to the newest recorded as applied). The reason names no address or credential.
     pub async fn ready(&self) -> Result<(), String> {
-        let newest: Option<i64> =
-            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|e| {
-                    tracing::warn!(error = %e, "readiness: the store did not answer");
-                    "the store cannot be reached".to_owned()
-                })?;
         let wanted = migrations::latest_version();
-        match newest {
-            Some(v) if v >= wanted => Ok(()),
-            v => Err(format!(
-                "the store's schema is at migration {} of {wanted}",
-                v.unwrap_or(0)
-            )),
+        let applied: i64 = sqlx::query_scalar(
+            "SELECT COUNT(DISTINCT version) FROM _sqlx_migrations WHERE success AND version <= $1",
+        )
+        .bind(wanted)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "readiness: the store did not answer");
+            "the store cannot be reached".to_owned()
+        })?;
+        if applied >= wanted {
+            Ok(())
+        } else {
+            Err(format!(
+                "the store's schema has {applied} of this build's {wanted} migrations"
+            ))
         }
     }
 

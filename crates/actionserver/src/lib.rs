@@ -60,6 +60,6 @@ pub use protocol::{
 };
 pub use server::body::decode as decode_body;
 pub use server::{
-    paced_bodies, serve, ActionServer, ApiError, BodyBudget, BodyLimits, CorsPolicy, Pace,
-    PeerLimit, ReadinessCheck, ServerSettings, DEFAULT_BODY_BUDGET,
+    paced_bodies, refuse_over_cap, serve, ActionServer, ApiError, BodyBudget, BodyLimits,
+    CorsPolicy, Pace, PeerLimit, ReadinessCheck, ServerSettings, DEFAULT_BODY_BUDGET,
 };

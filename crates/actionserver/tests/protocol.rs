@@ -77,6 +77,19 @@ impl Action for Slow {
     }
 }
 
+/// Counts its runs, for tests that must show an action did not run.
+static TOUCHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+struct Touch;
+impl Action for Touch {
+    fn name(&self) -> &'static str {
+        "touch"
+    }
+    async fn run(&self, _: ActionCall<'_>, _: &mut Dispatcher) -> ActionResult {
+        TOUCHED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(vec![])
+    }
+}
+
 struct Server {
     url: String,
     http: reqwest::Client,
@@ -98,6 +111,7 @@ async fn spawn(adjust: impl FnOnce(&mut ServerSettings)) -> Server {
         .and_then(|r| r.register(Rejects))
         .and_then(|r| r.register(Breaks))
         .and_then(|r| r.register(Slow))
+        .and_then(|r| r.register(Touch))
         .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
@@ -933,6 +947,28 @@ async fn connections_from_one_address_are_capped() {
         None,
         "a fifth connection was answered"
     );
+    // A call sent with the connection, before the server shut it, is refused unrun.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let call = body("touch").to_string();
+        let mut sixth = connect_from("127.0.0.1", &addr).await;
+        let _ = sixth
+            .write_all(
+                format!(
+                    "POST /webhook HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{call}",
+                    call.len()
+                )
+                .as_bytes(),
+            )
+            .await;
+        let mut answer = Vec::new();
+        let _ = sixth.read_to_end(&mut answer).await;
+        assert_eq!(
+            TOUCHED.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "an action ran on a connection over the cap"
+        );
+    }
     let other = connect_from("127.0.0.2", &addr).await;
     assert_eq!(health_on(other).await.as_deref(), Some("HTTP/1.1 200 OK"));
     held.pop();
@@ -1060,7 +1096,10 @@ async fn ready_follows_the_applications_check_and_the_drain() {
         }
     };
     assert_eq!(get("/ready").await, (200, json!({"status": "ready"})));
+    // An answer is reused for up to a second: each change is read after that.
+    let reused = std::time::Duration::from_millis(1100);
     healthy.store(false, Ordering::SeqCst);
+    tokio::time::sleep(reused).await;
     assert_eq!(
         get("/ready").await,
         (
@@ -1069,6 +1108,7 @@ async fn ready_follows_the_applications_check_and_the_drain() {
         )
     );
     healthy.store(true, Ordering::SeqCst);
+    tokio::time::sleep(reused).await;
     assert_eq!(get("/ready/").await.0, 200);
     server.drain();
     assert_eq!(

@@ -89,7 +89,10 @@ impl PeerLimit {
         if *open >= self.max {
             drop(peers);
             tracing::debug!(%ip, listener = self.listener, "too many connections from one address; one closed");
-            // The dispatcher reads the end of the stream at once and drops the connection.
+            // The dispatcher reads the end of the stream and drops the connection; a
+            // request that arrived with the connection is still parsed, and
+            // [`refuse_over_cap`] refuses it unrun.
+            extensions.insert(OverCap);
             let _ = socket2::SockRef::from(stream).shutdown(Shutdown::Both);
             return;
         }
@@ -100,6 +103,25 @@ impl PeerLimit {
             ip,
         });
     }
+}
+
+/// Marks a connection [`PeerLimit`] closed as it opened.
+struct OverCap;
+
+/// Middleware (`from_fn(refuse_over_cap)`, outermost) for a listener with a [`PeerLimit`]:
+/// a request on a connection over the cap is answered 503 and closed, and never reaches
+/// the service, even when it arrived before the connection was shut down.
+pub async fn refuse_over_cap(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    if req.conn_data::<OverCap>().is_some() {
+        let mut res = HttpResponse::ServiceUnavailable().finish();
+        res.head_mut().set_connection_type(ConnectionType::Close);
+        let (req, _) = req.into_parts();
+        return Ok(ServiceResponse::new(req, res));
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 /// The TCP stream under what actix-web hands `on_connect`: plain, or rustls over it.

@@ -34,7 +34,7 @@ pub use body::{BodyBudget, BodyLimits, DEFAULT_BODY_BUDGET};
 pub use cors::CorsPolicy;
 use domain::DomainCache;
 pub use errors::ApiError;
-pub use listener::{paced_bodies, Pace, PeerLimit};
+pub use listener::{paced_bodies, refuse_over_cap, Pace, PeerLimit};
 use metrics::Metrics;
 use middleware::{cors_and_preflight, observe};
 pub(crate) use readiness::Readiness;
@@ -137,7 +137,8 @@ impl ActionServer {
     }
 
     /// What `GET /ready` and the gRPC health service report beyond "not stopping": the
-    /// check runs on each probe (HTTP) and every second (gRPC), bounded by 2 s; `Err` says
+    /// check runs at most once a second (probes in between get its answer), bounded by
+    /// 2 s; `Err` says
     /// why the server should not be sent calls now (say, its store cannot be reached).
     /// Without one, a server that is not stopping is ready.
     pub fn set_readiness(
@@ -174,6 +175,7 @@ impl ActionServer {
                 .app_data(state.clone())
                 .wrap(from_fn(cors_and_preflight))
                 .wrap(from_fn(observe))
+                .wrap(from_fn(refuse_over_cap))
                 .configure(|cfg| endpoint(cfg, "/webhook", "POST", || web::post().to(webhook)))
                 .configure(|cfg| endpoint(cfg, "/health", "GET", || web::get().to(health)))
                 .configure(|cfg| endpoint(cfg, "/ready", "GET", || web::get().to(ready)))

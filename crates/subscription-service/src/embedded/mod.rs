@@ -142,6 +142,9 @@ pub async fn serve(
             .app_data(state.clone())
             .app_data(pace.clone())
             .wrap(actix_web::middleware::from_fn(actionserver::paced_bodies))
+            .wrap(actix_web::middleware::from_fn(
+                actionserver::refuse_over_cap,
+            ))
             .wrap(actix_web::middleware::from_fn(inject_faults))
             .app_data(web::JsonConfig::default().error_handler(|err, _| {
                 let message = err.to_string();
