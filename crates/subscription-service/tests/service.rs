@@ -606,9 +606,9 @@ async fn raw_from(url: &str, from: &str, head: &str, trickle: bool) -> (Option<S
     (text.lines().next().map(str::to_owned), text)
 }
 
-/// The service's listener bounds its clients as the action server's do (issue 24): 256
-/// connections open from one address, one more closed unanswered while another address is
-/// served; a command body trickled below the minimum rate cut off with a JSON 408 after the
+/// The service's listener bounds its clients as the action server's do (issue 24):
+/// [`embedded::PER_PEER`] connections open from one address, one more closed unanswered
+/// while another address is served; a command body trickled below the minimum rate cut off with a JSON 408 after the
 /// grace, and the record unchanged.
 #[tokio::test]
 async fn crowds_from_one_address_and_trickled_bodies_are_cut_off() {
@@ -617,7 +617,7 @@ async fn crowds_from_one_address_and_trickled_bodies_are_cut_off() {
     let before = record(&url, "WS-SUB-3304").await;
     let get = "GET /v1/subscriptions/WS-SUB-3304 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
     let mut held = Vec::new();
-    for _ in 0..256 {
+    for _ in 0..embedded::PER_PEER {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         held.push(

@@ -47,6 +47,12 @@ pub struct ServiceSettings {
     pub events: Option<EventDelivery>,
 }
 
+/// Connections open at once from one address. The service's one peer is normally the
+/// action server itself (every replica behind one address, say), whose calls time out and
+/// retry while slow ones still hold their connections here: well above what it opens,
+/// and still a bound on what a stranger can hold.
+pub const PER_PEER: usize = 4096;
+
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceStartError {
@@ -129,7 +135,7 @@ pub async fn serve(
         events,
         cache: RecordCache::default(),
     });
-    let peers = actionserver::PeerLimit::new("subscription service", 256);
+    let peers = actionserver::PeerLimit::new("subscription service", PER_PEER);
     let pace = web::Data::new(actionserver::Pace::new(|| {
         error(
             StatusCode::REQUEST_TIMEOUT,
