@@ -631,6 +631,53 @@ async fn a_silent_connection_to_the_grpc_port_is_closed() {
     assert_eq!(listed.get_ref().actions.len(), 5);
 }
 
+/// The gRPC port holds at most `max_connections_per_peer` from one address (the setting
+/// the HTTP listeners use too): one more from there is closed at once, while another
+/// address may still connect.
+#[tokio::test]
+async fn the_grpc_port_caps_connections_from_one_address() {
+    use tokio::io::AsyncReadExt;
+    let app = spawn_app_with(&["--grpc-port", "0"], |s| {
+        s.server.max_connections_per_peer = 2;
+    })
+    .await;
+    let addr: std::net::SocketAddr = app
+        .grpc_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let from = |ip: &str| {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+        socket.connect(addr)
+    };
+    // Closed within a second (end of stream or a reset), or still open after it.
+    async fn closed_soon(stream: &mut tokio::net::TcpStream) -> bool {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut byte)).await;
+        matches!(read, Ok(Ok(0)) | Ok(Err(_)))
+    }
+    let mut held = [
+        from("127.0.0.1").await.unwrap(),
+        from("127.0.0.1").await.unwrap(),
+    ];
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = from("127.0.0.1").await.unwrap();
+    assert!(
+        closed_soon(&mut third).await,
+        "a third connection from one address was kept"
+    );
+    let mut other = from("127.0.0.2").await.unwrap();
+    assert!(
+        !closed_soon(&mut other).await,
+        "another address was refused"
+    );
+    assert!(
+        !closed_soon(&mut held[0]).await,
+        "a connection within the cap was closed"
+    );
+}
+
 /// Readiness (issue 27): the gRPC health service says SERVING while the store answers and
 /// NOT_SERVING once it does not, and the webhook's `/ready` says why; `/health` stays the
 /// cheap liveness check.

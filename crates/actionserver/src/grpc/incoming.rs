@@ -4,11 +4,9 @@
 //! as the client likes, since the token is checked only on calls: enough of them exhaust
 //! the process's descriptors for every listener.
 
-use std::collections::HashMap;
 use std::io;
-use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -33,24 +31,7 @@ pub struct ConnectionLimits {
 pub struct Guarded {
     stream: TcpStream,
     _open: OwnedSemaphorePermit,
-    _peer: PeerSlot,
-}
-
-struct PeerSlot {
-    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    ip: IpAddr,
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = peers.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                peers.remove(&self.ip);
-            }
-        }
-    }
+    _peer: crate::server::listener::PeerSlot,
 }
 
 /// The accepted connections, as tonic reads an incoming stream.
@@ -70,7 +51,7 @@ impl Stream for Incoming {
 pub fn incoming(listener: TcpListener, limits: ConnectionLimits) -> Incoming {
     let (tx, rx) = mpsc::channel(64);
     let open = Arc::new(Semaphore::new(limits.per_listener.max(1)));
-    let peers: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
+    let peers = crate::server::PeerLimit::new("gRPC", limits.per_peer);
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
@@ -93,19 +74,8 @@ pub fn incoming(listener: TcpListener, limits: ConnectionLimits) -> Incoming {
             // As tonic's own listener does: HTTP/2 writes frames apart (settings, headers,
             // data), and Nagle's wait for an ack would hold a small answer ~40 ms.
             let _ = stream.set_nodelay(true);
-            let ip = peer.ip();
-            {
-                let mut counts = peers.lock().unwrap_or_else(|p| p.into_inner());
-                let n = counts.entry(ip).or_insert(0);
-                if *n >= limits.per_peer {
-                    tracing::debug!(%ip, "gRPC: too many connections from one address; one closed");
-                    continue;
-                }
-                *n += 1;
-            }
-            let slot = PeerSlot {
-                peers: peers.clone(),
-                ip,
+            let Some(slot) = peers.take(peer.ip()) else {
+                continue;
             };
             let tx = tx.clone();
             tokio::spawn(async move {
