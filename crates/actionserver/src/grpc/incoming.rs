@@ -4,9 +4,11 @@
 //! as the client likes, since the token is checked only on calls: enough of them exhaust
 //! the process's descriptors for every listener.
 
+use std::collections::HashMap;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -31,7 +33,24 @@ pub struct ConnectionLimits {
 pub struct Guarded {
     stream: TcpStream,
     _open: OwnedSemaphorePermit,
-    _peer: crate::server::listener::PeerSlot,
+    _peer: PeerSlot,
+}
+
+struct PeerSlot {
+    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = peers.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                peers.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// The accepted connections, as tonic reads an incoming stream.
@@ -51,7 +70,7 @@ impl Stream for Incoming {
 pub fn incoming(listener: TcpListener, limits: ConnectionLimits) -> Incoming {
     let (tx, rx) = mpsc::channel(64);
     let open = Arc::new(Semaphore::new(limits.per_listener.max(1)));
-    let peers = crate::server::PeerLimit::new("gRPC", limits.per_peer);
+    let peers: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
@@ -74,8 +93,19 @@ pub fn incoming(listener: TcpListener, limits: ConnectionLimits) -> Incoming {
             // As tonic's own listener does: HTTP/2 writes frames apart (settings, headers,
             // data), and Nagle's wait for an ack would hold a small answer ~40 ms.
             let _ = stream.set_nodelay(true);
-            let Some(slot) = peers.take(peer.ip()) else {
-                continue;
+            let ip = peer.ip();
+            {
+                let mut counts = peers.lock().unwrap_or_else(|p| p.into_inner());
+                let n = counts.entry(ip).or_insert(0);
+                if *n >= limits.per_peer {
+                    tracing::debug!(%ip, "gRPC: too many connections from one address; one closed");
+                    continue;
+                }
+                *n += 1;
+            }
+            let slot = PeerSlot {
+                peers: peers.clone(),
+                ip,
             };
             let tx = tx.clone();
             tokio::spawn(async move {

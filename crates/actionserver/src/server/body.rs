@@ -44,21 +44,9 @@ impl Default for BodyLimits {
 impl BodyLimits {
     /// When a body that has `received` bytes so far must have its next byte.
     fn deadline(&self, start: tokio::time::Instant, received: usize) -> tokio::time::Instant {
-        next_byte_due(start, self.grace, self.min_rate, received)
+        let rate = self.min_rate.max(1) as f64;
+        start + self.grace + std::time::Duration::from_secs_f64((received + 1) as f64 / rate)
     }
-}
-
-/// When a body begun at `start` with `received` bytes so far must have its next byte: after
-/// `grace`, it must keep `min_rate` bytes a second on average (nginx's
-/// `client_body_timeout` for a client that sends nothing).
-pub(crate) fn next_byte_due(
-    start: tokio::time::Instant,
-    grace: std::time::Duration,
-    min_rate: usize,
-    received: usize,
-) -> tokio::time::Instant {
-    let rate = min_rate.max(1) as f64;
-    start + grace + std::time::Duration::from_secs_f64((received + 1) as f64 / rate)
 }
 
 /// The bytes of request bodies the server holds at once, across all requests, as they

@@ -35,9 +35,9 @@ pub struct PeerLimit {
     listener: &'static str,
 }
 
-/// A connection's place in its peer's count, given back when it is dropped (for actix-web,
-/// when the connection ends and its extensions go; for gRPC, with the connection).
-pub(crate) struct PeerSlot {
+/// A connection's place in its peer's count, given back when the connection ends (actix-web
+/// drops its extensions then).
+struct PeerSlot {
     peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
     ip: IpAddr,
 }
@@ -76,21 +76,6 @@ impl PeerLimit {
         move |io, extensions| limit.admit(io, extensions)
     }
 
-    /// A place for one more connection from `ip`, or `None` when it has its `max`.
-    pub(crate) fn take(&self, ip: IpAddr) -> Option<PeerSlot> {
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        let open = peers.entry(ip).or_insert(0);
-        if *open >= self.max {
-            tracing::debug!(%ip, listener = self.listener, "too many connections from one address; one closed");
-            return None;
-        }
-        *open += 1;
-        Some(PeerSlot {
-            peers: self.peers.clone(),
-            ip,
-        })
-    }
-
     fn admit(&self, io: &dyn Any, extensions: &mut Extensions) {
         let Some(stream) = tcp_of(io) else {
             return; // not TCP (a Unix socket, say): nothing to count by
@@ -98,18 +83,25 @@ impl PeerLimit {
         let Ok(peer) = stream.peer_addr() else {
             return;
         };
-        match self.take(peer.ip()) {
-            Some(slot) => {
-                extensions.insert(slot);
-            }
-            None => {
-                // The dispatcher reads the end of the stream and drops the connection; a
-                // request that arrived with the connection is still parsed, and
-                // [`refuse_over_cap`] refuses it unrun.
-                extensions.insert(OverCap);
-                let _ = socket2::SockRef::from(stream).shutdown(Shutdown::Both);
-            }
+        let ip = peer.ip();
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let open = peers.entry(ip).or_insert(0);
+        if *open >= self.max {
+            drop(peers);
+            tracing::debug!(%ip, listener = self.listener, "too many connections from one address; one closed");
+            // The dispatcher reads the end of the stream and drops the connection; a
+            // request that arrived with the connection is still parsed, and
+            // [`refuse_over_cap`] refuses it unrun.
+            extensions.insert(OverCap);
+            let _ = socket2::SockRef::from(stream).shutdown(Shutdown::Both);
+            return;
         }
+        *open += 1;
+        drop(peers);
+        extensions.insert(PeerSlot {
+            peers: self.peers.clone(),
+            ip,
+        });
     }
 }
 
@@ -165,7 +157,8 @@ impl Pace {
     }
 
     fn deadline(&self, start: Instant, received: usize) -> Instant {
-        super::body::next_byte_due(start, self.grace, self.min_rate, received)
+        let rate = self.min_rate.max(1) as f64;
+        start + self.grace + Duration::from_secs_f64((received + 1) as f64 / rate)
     }
 }
 
