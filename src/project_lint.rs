@@ -35,7 +35,21 @@ pub fn run(args: &crate::cli::CheckArgs) -> Report {
                 ));
             }
             match crate::config::Settings::from_parts(&serve, &file, &args.endpoints) {
-                Ok(settings) => settings.consent,
+                Ok(settings) => {
+                    if let Some(traces) = &settings.traces {
+                        let to: Vec<String> = traces.exports.iter().map(|e| e.url()).collect();
+                        notes.push(format!(
+                            "{}: traces are exported as `{}` to {}",
+                            args.endpoints.display(),
+                            traces.service_name,
+                            to.join(", ")
+                        ));
+                        for note in &traces.notes {
+                            notes.push(format!("{}: {note}", args.endpoints.display()));
+                        }
+                    }
+                    settings.consent
+                }
                 Err(e) => {
                     problems.push(e);
                     crate::consent::ConsentConfig::default()

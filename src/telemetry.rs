@@ -1,11 +1,20 @@
 //! Logging: `tracing` to stderr as text or JSON, at the level the flags choose. Message
-//! text and slot values are logged only at debug level; colour only on a terminal.
+//! text and slot values are logged only at debug level; colour only on a terminal. And
+//! traces: the spans whose target ends in `::otel` (the action call, the guard's steps,
+//! the calls to the subscription service), exported as endpoints.yml's `tracing:` says.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::sync::Once;
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use crate::config::TraceSettings;
+
+/// The target of the product's spans that are exported as traces.
+pub const SPAN_TARGET: &str = "actiongate::otel";
 
 /// The log format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -14,9 +23,17 @@ pub enum LogFormat {
     Json,
 }
 
-/// Starts logging. `verbosity`: 0 info, 1 debug (`-v`), 2 trace (`-vv`); `quiet` shows
-/// only warnings and errors. `RUST_LOG`, when set, wins.
-pub fn init(verbosity: u8, quiet: bool, format: LogFormat) {
+/// Starts logging, and exporting traces when `traces` says where. `verbosity`: 0 info,
+/// 1 debug (`-v`), 2 trace (`-vv`); `quiet` shows only warnings and errors. `RUST_LOG`,
+/// when set, wins. The spans made for traces stay out of the log. Call it inside the Tokio
+/// runtime (the exporters' channels live there); keep what it returns and shut it down
+/// before the process ends, so the last spans are sent.
+pub fn init(
+    verbosity: u8,
+    quiet: bool,
+    format: LogFormat,
+    traces: Option<&TraceSettings>,
+) -> Option<actionserver::Traces> {
     let level = match (quiet, verbosity) {
         (true, _) => "warn",
         (false, 0) => "info",
@@ -25,20 +42,43 @@ pub fn init(verbosity: u8, quiet: bool, format: LogFormat) {
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         EnvFilter::new(format!(
-            "{level},sqlx=warn,actix_server=warn,hyper=warn,reqwest=warn,rustls=warn"
+            "{level},sqlx=warn,actix_server=warn,hyper=warn,reqwest=warn,rustls=warn,h2=warn,tower=warn,opentelemetry_sdk=warn,{}=off,{SPAN_TARGET}=off",
+            actionserver::TRACE_SPAN_TARGET
         ))
     });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let ansi = colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR"),
+    );
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(colour(
-            std::io::stderr().is_terminal(),
-            std::env::var_os("NO_COLOR"),
-        ));
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
+        .with_ansi(ansi);
+    let log = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().flatten_event(true).boxed(),
+    }
+    .with_filter(filter);
+    let (exporting, handle) =
+        match traces.map(|t| actionserver::trace_layer(&t.service_name, &t.exports)) {
+            None => (None, None),
+            Some(Ok((layer, handle))) => (Some(layer), Some(handle)),
+            Some(Err(e)) => {
+                eprintln!("warning: {e}; no traces are exported");
+                (None, None)
+            }
+        };
+    let _ = tracing_subscriber::registry()
+        .with(log)
+        .with(exporting)
+        .try_init();
+    if let Some(t) = traces.filter(|_| handle.is_some()) {
+        let to: Vec<String> = t.exports.iter().map(|e| e.url()).collect();
+        tracing::info!(service = %t.service_name, to = ?to, "exporting traces");
+        for note in &t.notes {
+            tracing::warn!("{note}");
+        }
+    }
+    handle
 }
 
 /// Whether the text log is coloured: only on a terminal, since a file or journald would

@@ -407,11 +407,17 @@ fn check_reads_a_rasa_pro_file_and_names_an_unset_variable() {
         let out = command.output().unwrap();
         (
             out.status.success(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout),
         )
     };
     let (ok, stderr) = run(Some("s3cret"));
     assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("traces are exported as `actiongate` to http://otel:4318")
+            && stderr.contains("4318 is OTLP/HTTP's port"),
+        "{stderr}"
+    );
     let (ok, stderr) = run(None);
     assert!(!ok);
     assert!(
@@ -481,4 +487,376 @@ fn serve_takes_the_token_from_the_environment_as_rasa_does() {
     child.wait().unwrap();
     assert!(up, "the server never answered /health");
     assert_eq!((with_value, with_literal, without), (200, 401, 401));
+}
+
+/// An OTLP/gRPC receiver, from the OpenTelemetry project's own protocol definitions: what
+/// a collector is sent, kept as it arrives.
+mod otlp {
+    use std::sync::{Arc, Mutex};
+
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+        TraceService, TraceServiceServer,
+    };
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    };
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+    use opentelemetry_proto::tonic::common::v1::KeyValue;
+
+    /// One span as received, with its service's name.
+    #[derive(Debug, Clone)]
+    pub struct Span {
+        pub service: String,
+        pub name: String,
+        pub trace_id: String,
+        pub span_id: String,
+        pub parent: String,
+        pub attributes: Vec<(String, String)>,
+    }
+
+    impl Span {
+        pub fn attribute(&self, key: &str) -> Option<&str> {
+            self.attributes
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    #[derive(Clone, Default)]
+    pub struct Receiver(Arc<Mutex<Vec<Span>>>);
+
+    fn text(kv: &KeyValue) -> (String, String) {
+        let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(AnyValue::StringValue(s)) => s.clone(),
+            Some(AnyValue::IntValue(i)) => i.to_string(),
+            Some(AnyValue::BoolValue(b)) => b.to_string(),
+            Some(AnyValue::DoubleValue(d)) => d.to_string(),
+            other => format!("{other:?}"),
+        };
+        (kv.key.clone(), value)
+    }
+
+    #[tonic::async_trait]
+    impl TraceService for Receiver {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            let mut spans = self.0.lock().unwrap();
+            for resource in request.into_inner().resource_spans {
+                let service = resource
+                    .resource
+                    .iter()
+                    .flat_map(|r| r.attributes.iter().map(text))
+                    .find(|(k, _)| k == "service.name")
+                    .map(|(_, v)| v)
+                    .unwrap_or_default();
+                for span in resource.scope_spans.into_iter().flat_map(|s| s.spans) {
+                    spans.push(Span {
+                        service: service.clone(),
+                        name: span.name.clone(),
+                        trace_id: hex::encode(&span.trace_id),
+                        span_id: hex::encode(&span.span_id),
+                        parent: hex::encode(&span.parent_span_id),
+                        attributes: span.attributes.iter().map(text).collect(),
+                    });
+                }
+            }
+            Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+        }
+    }
+
+    impl Receiver {
+        /// Listens on a free port of 127.0.0.1; its address.
+        /// With `tls` (a certificate and its key, PEM), over TLS.
+        pub async fn start(&self, tls: Option<(String, String)>) -> std::net::SocketAddr {
+            let incoming =
+                tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap())
+                    .unwrap();
+            let addr = incoming.local_addr().unwrap();
+            let service = TraceServiceServer::new(self.clone());
+            let mut server = tonic::transport::Server::builder();
+            if let Some((cert, key)) = tls {
+                server = server
+                    .tls_config(
+                        tonic::transport::ServerTlsConfig::new()
+                            .identity(tonic::transport::Identity::from_pem(cert, key)),
+                    )
+                    .unwrap();
+            }
+            tokio::spawn(server.add_service(service).serve_with_incoming(incoming));
+            addr
+        }
+
+        /// The spans of one trace, once `until` holds of them (at most 20 s).
+        pub async fn trace(&self, trace_id: &str, until: impl Fn(&[Span]) -> bool) -> Vec<Span> {
+            self.trace_within(trace_id, 200, until).await
+        }
+
+        /// The same, polling `tries` times, 100 ms apart.
+        pub async fn trace_within(
+            &self,
+            trace_id: &str,
+            tries: usize,
+            until: impl Fn(&[Span]) -> bool,
+        ) -> Vec<Span> {
+            let mut spans = Vec::new();
+            for _ in 0..tries {
+                spans = self
+                    .0
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|s| s.trace_id == trace_id)
+                    .cloned()
+                    .collect();
+                if until(&spans) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            spans
+        }
+    }
+}
+
+/// `actiongate serve` with `tracing:` set to `section`: the process, its webhook port and
+/// its gRPC port, once it answers.
+async fn serve_traced(section: &str, dir: &Path) -> (std::process::Child, u16, u16) {
+    let endpoints = dir.join("endpoints.yml");
+    std::fs::write(
+        &endpoints,
+        format!("action_endpoint:\n  url: http://127.0.0.1/webhook\ntracing:\n  {section}\n"),
+    )
+    .unwrap();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (port, grpc_port) = (free(), free());
+    let child = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .args(["serve", "--host", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .arg("--grpc-port")
+        .arg(grpc_port.to_string())
+        .args(["--embedded-service-port", "0", "--data-dir"])
+        .arg(dir)
+        .arg("--endpoints")
+        .arg(&endpoints)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = tokio::task::spawn_blocking(move || {
+        (0..300).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            status_of(port, "/health") == 200
+        })
+    })
+    .await
+    .unwrap();
+    assert!(up, "the server never answered /health");
+    (child, port, grpc_port)
+}
+
+/// endpoints.yml's `tracing:` (OTLP, as Rasa writes it) exports a span per action call
+/// that continues the trace Rasa sent, over HTTP (`traceparent` header) and gRPC (the same
+/// key in metadata), with rasa-sdk's attributes, and under it a span per guard step and per
+/// call to the subscription service, which say why a change was blocked (issue 27).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_continue_rasas_and_show_each_guard_step() {
+    use actionserver::grpc_convert::{request_from_json, response_to_json};
+    use actionserver::grpc_proto::action_service_client::ActionServiceClient;
+
+    let receiver = otlp::Receiver::default();
+    let collector = receiver.start(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, port, grpc_port) = serve_traced(
+        &format!("type: otlp\n  endpoint: {collector}\n  insecure: true\n  service_name: actions-under-test"),
+        dir.path(),
+    )
+    .await;
+    let server = testkit::Endpoint::new(&format!("http://127.0.0.1:{port}"));
+    // Over gRPC: the customer says no; the guard stops at the conversation's checks.
+    let (grpc_trace, grpc_parent) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    let mut declined = testkit::asked(&server, "trace-grpc").await;
+    declined.user("No, don't do it", "deny", &[]);
+    let mut request = tonic::Request::new(request_from_json(
+        &declined.request("apply_subscription_change"),
+    ));
+    request.metadata_mut().insert(
+        "traceparent",
+        format!("00-{grpc_trace}-{grpc_parent}-01").parse().unwrap(),
+    );
+    let channel = tonic::transport::Channel::from_shared(format!("http://127.0.0.1:{grpc_port}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let answer = ActionServiceClient::new(channel)
+        .webhook(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = response_to_json(&answer);
+    testkit::assert_outcome(&testkit::outcome_of(&answer), "blocked", Some("declined"));
+
+    // Over HTTP: a plain yes; every step runs and the change is made.
+    let (http_trace, http_parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let mut yes = testkit::asked(&server, "trace-http").await;
+    yes.user("yes", "affirm", &[]);
+    let body = yes.request("apply_subscription_change");
+    let message_id = body["tracker"]["latest_message"]["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer: serde_json::Value = server
+        .http
+        .post(format!("{}/webhook", server.url))
+        .header("traceparent", format!("00-{http_trace}-{http_parent}-01"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    testkit::assert_outcome(&testkit::outcome_of(&answer), "applied", None);
+
+    let has = |spans: &[otlp::Span], name: &str| spans.iter().any(|s| s.name == name);
+    let http = receiver
+        .trace(http_trace, |s| {
+            has(s, "guard.audit") && has(s, "create_app.webhook")
+        })
+        .await;
+    let grpc = receiver
+        .trace(grpc_trace, |s| {
+            has(s, "guard.audit") && has(s, "action_server_webhook.ActionService/Webhook")
+        })
+        .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let names = |spans: &[otlp::Span]| spans.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+    let one = |spans: &[otlp::Span], name: &str| -> otlp::Span {
+        let found: Vec<&otlp::Span> = spans.iter().filter(|s| s.name == name).collect();
+        assert_eq!(found.len(), 1, "{name} in {:?}", names(spans));
+        found[0].clone()
+    };
+
+    // The call's span continues Rasa's, with rasa-sdk's attributes.
+    let call = one(&http, "create_app.webhook");
+    assert_eq!(call.parent, http_parent, "the trace Rasa sent is continued");
+    assert_eq!(call.service, "actions-under-test");
+    assert_eq!(
+        call.attribute("next_action"),
+        Some("apply_subscription_change")
+    );
+    assert_eq!(call.attribute("sender_id"), Some("trace-http"));
+    assert_eq!(call.attribute("version"), Some("3.6.21"));
+    assert_eq!(call.attribute("message_id"), Some(message_id.as_str()));
+    assert_eq!(call.attribute("http.route"), Some("/webhook"));
+    // Under it the guard, and under the guard each step in order, each its child; the
+    // service's calls under the steps that made them.
+    let guard = one(&http, "consent_guard");
+    assert_eq!(guard.parent, call.span_id);
+    assert_eq!(guard.attribute("status"), Some("applied"));
+    let steps = [
+        "guard.conversation_checks",
+        "guard.repeats",
+        "guard.facts",
+        "guard.claim",
+        "guard.budget",
+        "guard.command",
+        "guard.audit",
+    ];
+    for step in steps {
+        assert_eq!(one(&http, step).parent, guard.span_id, "{step}");
+    }
+    let read = one(&http, "subscription_service.get");
+    assert_eq!(read.parent, one(&http, "guard.facts").span_id);
+    assert_eq!(read.attribute("http.response.status_code"), Some("200"));
+    let sent = one(&http, "subscription_service.send_change");
+    assert_eq!(sent.parent, one(&http, "guard.command").span_id);
+    assert_eq!(sent.attribute("http.request.method"), Some("POST"));
+    assert_eq!(sent.attribute("http.response.status_code"), Some("201"));
+    assert_eq!(
+        one(&http, "guard.command").attribute("status"),
+        Some("applied")
+    );
+
+    // gRPC: the same, and the step that refused says why; nothing was read or sent.
+    let call = one(&grpc, "action_server_webhook.ActionService/Webhook");
+    assert_eq!(call.parent, grpc_parent);
+    assert_eq!(call.attribute("rpc.system"), Some("grpc"));
+    assert_eq!(call.attribute("sender_id"), Some("trace-grpc"));
+    let checks = one(&grpc, "guard.conversation_checks");
+    assert_eq!(checks.attribute("reason"), Some("declined"));
+    assert_eq!(
+        one(&grpc, "consent_guard").attribute("reason"),
+        Some("declined")
+    );
+    for never in [
+        "guard.facts",
+        "guard.command",
+        "subscription_service.send_change",
+    ] {
+        assert!(!has(&grpc, never), "{never} in {:?}", names(&grpc));
+    }
+}
+
+/// `root_certificates`: spans reach a collector whose TLS certificate chains to the file's
+/// CA, and not one whose certificate does not; the server serves either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_go_over_tls_only_to_a_collector_the_root_certificates_vouch_for() {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, cert.cert.pem()).unwrap();
+    let mut arrived = Vec::new();
+    for identity in [&cert, &other] {
+        let receiver = otlp::Receiver::default();
+        let collector = receiver
+            .start(Some((
+                identity.cert.pem(),
+                identity.signing_key.serialize_pem(),
+            )))
+            .await;
+        let data = tempfile::tempdir().unwrap();
+        let (mut child, port, _) = serve_traced(
+            &format!(
+                "type: otlp\n  endpoint: https://localhost:{}\n  root_certificates: {}",
+                collector.port(),
+                ca.display()
+            ),
+            data.path(),
+        )
+        .await;
+        let trace = "5bf92f3577b34da6a3ce929d0e0e4736";
+        let server = testkit::Endpoint::new(&format!("http://127.0.0.1:{port}"));
+        let body = testkit::Chat::new("tls-trace", None).request("apply_subscription_change");
+        let status = server
+            .http
+            .post(format!("{}/webhook", server.url))
+            .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200);
+        // The vouched-for collector has the spans within a second; the other gets three.
+        let spans = receiver
+            .trace_within(trace, 30, |s| s.iter().any(|s| s.name == "consent_guard"))
+            .await;
+        assert_eq!(status_of(port, "/health"), 200, "the server still serves");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        arrived.push(spans.iter().any(|s| s.name == "create_app.webhook"));
+    }
+    assert_eq!(arrived, [true, false], "vouched for, then not");
 }

@@ -6,12 +6,14 @@
 
 mod env;
 mod settings;
+mod traces;
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 pub use settings::{ConsoleSettings, GrpcMode, Settings};
+pub use traces::TraceSettings;
 
 /// A configuration problem: which file, which key, what is wrong.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -318,6 +320,18 @@ pub fn load_endpoints(path: &Path, required: bool) -> Result<Option<EndpointsFil
         Err(e) => return Err(ConfigError::new(path, "-", format!("cannot be read: {e}"))),
     };
     read_endpoints(&text, &|name| std::env::var(name).ok(), path).map(Some)
+}
+
+/// Where `serve` exports traces: the `tracing:` section of its `endpoints.yml` alone, read
+/// before logging starts (the rest is read, and any error reported, by [`Settings::resolve`]).
+pub fn trace_settings(args: &crate::cli::ServeArgs) -> Result<Option<TraceSettings>, ConfigError> {
+    let required = args.endpoints != Path::new("endpoints.yml");
+    let Some(file) = load_endpoints(&args.endpoints, required)? else {
+        return Ok(None);
+    };
+    traces::read(file.tracing.as_ref(), &args.endpoints, &|name| {
+        std::env::var(name).ok()
+    })
 }
 
 /// The text of an `endpoints.yml`, its `${VAR}` replaced from `var` as Rasa replaces them.

@@ -39,6 +39,8 @@ pub struct Settings {
     pub events: Option<EventsSettings>,
     /// The operator console, when served.
     pub console: Option<ConsoleSettings>,
+    /// Where spans are exported (endpoints.yml's `tracing:`), when anywhere.
+    pub traces: Option<super::TraceSettings>,
 }
 
 /// The operator console (`--admin-port`).
@@ -454,6 +456,9 @@ impl Settings {
             ),
             data_dir,
             database_url,
+            traces: super::traces::read(file.tracing.as_ref(), path, &|name| {
+                std::env::var(name).ok()
+            })?,
             consent: ConsentConfig {
                 confirm_response: consent
                     .and_then(|c| c.confirm_response.clone())

@@ -27,6 +27,28 @@ use crate::subscriptions::client::{self, ConfirmedCommand, KeyState};
 use crate::subscriptions::model::{change_tag, effective_text, Tag};
 use crate::subscriptions::{CommandOutcome, ServiceClient, Subscription};
 use actionserver::{EventKind, Tracker};
+use tracing::Instrument as _;
+
+/// A step's span in the action call's trace: how long it took and, when it decided the
+/// outcome, the status and reason (no message text, no terms).
+macro_rules! step {
+    ($name:literal) => {
+        tracing::info_span!(
+            target: crate::telemetry::SPAN_TARGET,
+            $name,
+            status = tracing::field::Empty,
+            reason = tracing::field::Empty,
+        )
+    };
+}
+
+/// Records the outcome a step decided on its span.
+fn decided(span: &tracing::Span, outcome: &Outcome) {
+    span.record("status", outcome.status.as_str());
+    if let Some(reason) = outcome.reason {
+        span.record("reason", reason.as_str());
+    }
+}
 
 /// The change memory as the tracker's slots hold it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -563,10 +585,39 @@ impl Guard {
     /// Checks, and sends only when every check passes. Every call ends in exactly one
     /// outcome, which is also appended to the audit trail.
     pub async fn apply(&self, inputs: &ApplyInputs) -> Result<Outcome, StoreError> {
-        let (outcome, key) = match check_conversation(inputs, &self.config) {
-            Err(outcome) => (outcome, None),
+        let span = tracing::info_span!(
+            target: crate::telemetry::SPAN_TARGET,
+            "consent_guard",
+            status = tracing::field::Empty,
+            reason = tracing::field::Empty,
+            request_key = tracing::field::Empty,
+        );
+        let outcome = self
+            .apply_in(inputs, &span)
+            .instrument(span.clone())
+            .await?;
+        decided(&span, &outcome);
+        Ok(outcome)
+    }
+
+    async fn apply_in(
+        &self,
+        inputs: &ApplyInputs,
+        span: &tracing::Span,
+    ) -> Result<Outcome, StoreError> {
+        // Steps 1 to 10 take microseconds and read only the tracker: one span, which says
+        // which check refused by its reason.
+        let checks = step!("guard.conversation_checks");
+        let checked = checks.in_scope(|| check_conversation(inputs, &self.config));
+        let (outcome, key) = match checked {
+            Err(outcome) => {
+                decided(&checks, &outcome);
+                (outcome, None)
+            }
             Ok(confirmation) => {
+                drop(checks);
                 let key = confirmation.request_key.clone();
+                span.record("request_key", key.as_str());
                 (self.decide(confirmation, inputs).await?, Some(key))
             }
         };
@@ -591,6 +642,7 @@ impl Guard {
                 request_key: key,
                 ..AuditEntry::default()
             })
+            .instrument(step!("guard.audit"))
             .await?;
         Ok(outcome)
     }
@@ -615,6 +667,7 @@ impl Guard {
         let (mine, open) = self
             .store
             .operation_and_open(key, &confirmation.tag.subscription)
+            .instrument(step!("guard.repeats"))
             .await?;
         if let Some(op) = mine {
             return self.replay(op).await;
@@ -627,9 +680,15 @@ impl Guard {
             return Ok(pending());
         }
         // 11, 12, 13. The facts as they are now, compared; fail closed.
-        let (current, review) = match self.read_and_compare(&confirmation).await {
+        let facts = step!("guard.facts");
+        let compared = self
+            .read_and_compare(&confirmation)
+            .instrument(facts.clone())
+            .await;
+        let (current, review) = match compared {
             Ok(current) => current,
             Err(refusal) => {
+                decided(&facts, &refusal);
                 // R3: another delivery of the same "yes" may have claimed and applied it
                 // since the lookup above, moving the record on: then its outcome is the
                 // answer.
@@ -730,7 +789,8 @@ impl Guard {
         current: Terms,
     ) -> Result<Outcome, StoreError> {
         let key = &confirmation.request_key;
-        match self.store.claim(&op).await? {
+        let claim = step!("guard.claim");
+        match self.store.claim(&op).instrument(claim.clone()).await? {
             Claim::Claimed => {}
             // R3: another delivery of the same "yes" got here first.
             Claim::KeyTaken => {
@@ -738,25 +798,33 @@ impl Guard {
                 return self.replay(op).await;
             }
             // R2: another confirmation's command for this subscription is unresolved.
-            Claim::SubscriptionBusy => return Ok(pending()),
+            Claim::SubscriptionBusy => {
+                decided(&claim, &pending());
+                return Ok(pending());
+            }
         }
         // 14. The account's budget.
         let rate = self.config.rate;
         if !self
             .store
             .take_token(&confirmation.account, rate.capacity, rate.per_second)
+            .instrument(step!("guard.budget"))
             .await?
         {
             self.store.release(key).await?;
             return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
         }
         // 15. The command.
-        ConfirmedChange {
+        let command = step!("guard.command");
+        let outcome = ConfirmedChange {
             confirmation,
             current,
         }
         .send(&self.client, &self.store)
-        .await
+        .instrument(command.clone())
+        .await?;
+        decided(&command, &outcome);
+        Ok(outcome)
     }
 
     /// Steps 11 to 13: reads the record and compares it with the confirmation; the current

@@ -8,6 +8,7 @@ use std::time::Duration;
 use reqwest::{header, StatusCode};
 use serde::Deserialize;
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tracing::Instrument as _;
 
 use super::model::{Change, Subscription};
 
@@ -62,6 +63,26 @@ pub enum ServiceError {
 
 /// Calls in flight at once by default. Each holds a connection and its buffers, so the
 /// bound is also a bound on memory when bursts come in, and on the load put on the service.
+/// A call's span in the action's trace: the operation, its method and route (ids left
+/// out: they are the customer's), and the status the service answered.
+macro_rules! service_span {
+    ($name:literal, $method:literal, $route:literal) => {
+        tracing::info_span!(
+            target: crate::telemetry::SPAN_TARGET,
+            $name,
+            otel.kind = "client",
+            http.request.method = $method,
+            http.route = $route,
+            http.response.status_code = tracing::field::Empty,
+        )
+    };
+}
+
+/// Records the service's answer on the call's span.
+fn answered(response: &reqwest::Response) {
+    tracing::Span::current().record("http.response.status_code", response.status().as_u16());
+}
+
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 
 /// The largest answer read from the service. Answers are a record, a change or one
@@ -188,10 +209,14 @@ impl ServiceClient {
         method: reqwest::Method,
         path: &str,
     ) -> reqwest::RequestBuilder {
-        let builder = self
+        let mut builder = self
             .http
             .get()
             .request(method, format!("{}{path}", self.base));
+        // The service continues this call's trace, when there is one.
+        if let Some(traceparent) = actionserver::current_traceparent() {
+            builder = builder.header("traceparent", traceparent);
+        }
         match &self.token {
             Some(token) => builder.bearer_auth(token),
             None => builder,
@@ -200,123 +225,161 @@ impl ServiceClient {
 
     /// The account's subscriptions (the service filters them).
     pub async fn list(&self, account: &str) -> Result<Vec<Subscription>, ServiceError> {
-        let path = format!("/v1/accounts/{}/subscriptions", segment(account));
-        let turn = self.turn().await?;
-        let response = self
-            .request(&turn, reqwest::Method::GET, &path)
-            .send()
-            .await
-            .map_err(ServiceError::Unreachable)?;
-        read_json(response).await
+        let span = service_span!(
+            "subscription_service.list",
+            "GET",
+            "/v1/accounts/{account}/subscriptions"
+        );
+        async move {
+            let path = format!("/v1/accounts/{}/subscriptions", segment(account));
+            let turn = self.turn().await?;
+            let response = self
+                .request(&turn, reqwest::Method::GET, &path)
+                .send()
+                .await
+                .map_err(ServiceError::Unreachable)?;
+            answered(&response);
+            read_json(response).await
+        }
+        .instrument(span)
+        .await
     }
 
     /// One subscription as it is now; `None` when the service does not know it.
     pub async fn get(&self, id: &str) -> Result<Option<Subscription>, ServiceError> {
-        let path = format!("/v1/subscriptions/{}", segment(id));
-        let turn = self.turn().await?;
-        let response = self
-            .request(&turn, reqwest::Method::GET, &path)
-            .send()
-            .await
-            .map_err(ServiceError::Unreachable)?;
-        if response.status() == StatusCode::NOT_FOUND {
-            return Ok(None);
+        let span = service_span!("subscription_service.get", "GET", "/v1/subscriptions/{id}");
+        async move {
+            let path = format!("/v1/subscriptions/{}", segment(id));
+            let turn = self.turn().await?;
+            let response = self
+                .request(&turn, reqwest::Method::GET, &path)
+                .send()
+                .await
+                .map_err(ServiceError::Unreachable)?;
+            answered(&response);
+            if response.status() == StatusCode::NOT_FOUND {
+                return Ok(None);
+            }
+            read_json(response).await.map(Some)
         }
-        read_json(response).await.map(Some)
+        .instrument(span)
+        .await
     }
 
     /// What happened to a request key: made, in flight, or void (fenced from now on).
     pub async fn change_by_key(&self, request_key: &str) -> Result<KeyState, ServiceError> {
-        #[derive(Deserialize)]
-        struct Status {
-            #[serde(default)]
-            status: Option<String>,
-        }
-        let path = format!("/v1/changes/{}", segment(request_key));
-        let turn = self.turn().await?;
-        let response = self
-            .request(&turn, reqwest::Method::GET, &path)
-            .send()
-            .await
-            .map_err(ServiceError::Unreachable)?;
-        match response.status() {
-            StatusCode::OK => read_json(response).await.map(KeyState::Made),
-            StatusCode::ACCEPTED => Ok(KeyState::InFlight),
-            StatusCode::NOT_FOUND => {
-                let body = read_capped(response).await.unwrap_or_default();
-                let fenced = serde_json::from_slice::<Status>(&body)
-                    .is_ok_and(|s| s.status.as_deref() == Some("void"));
-                Ok(if fenced {
-                    KeyState::Void
-                } else {
-                    KeyState::NotFound
-                })
+        let span = service_span!(
+            "subscription_service.change_by_key",
+            "GET",
+            "/v1/changes/{key}"
+        );
+        async move {
+            #[derive(Deserialize)]
+            struct Status {
+                #[serde(default)]
+                status: Option<String>,
             }
-            _ => read_json::<Change>(response).await.map(KeyState::Made),
+            let path = format!("/v1/changes/{}", segment(request_key));
+            let turn = self.turn().await?;
+            let response = self
+                .request(&turn, reqwest::Method::GET, &path)
+                .send()
+                .await
+                .map_err(ServiceError::Unreachable)?;
+            answered(&response);
+            match response.status() {
+                StatusCode::OK => read_json(response).await.map(KeyState::Made),
+                StatusCode::ACCEPTED => Ok(KeyState::InFlight),
+                StatusCode::NOT_FOUND => {
+                    let body = read_capped(response).await.unwrap_or_default();
+                    let fenced = serde_json::from_slice::<Status>(&body)
+                        .is_ok_and(|s| s.status.as_deref() == Some("void"));
+                    Ok(if fenced {
+                        KeyState::Void
+                    } else {
+                        KeyState::NotFound
+                    })
+                }
+                _ => read_json::<Change>(response).await.map(KeyState::Made),
+            }
         }
+        .instrument(span)
+        .await
     }
 
     /// Sends the command for a change the guard confirmed: there is no other way to send
     /// one, since only the guard makes a [`ConfirmedCommand`].
     pub async fn send_change(&self, change: &impl ConfirmedCommand) -> CommandOutcome {
-        let (subscription, change_type, revision, request_key) = (
-            change.subscription(),
-            change.change_type(),
-            change.revision(),
-            change.request_key(),
+        let span = service_span!(
+            "subscription_service.send_change",
+            "POST",
+            "/v1/subscriptions/{id}/changes"
         );
-        let path = format!("/v1/subscriptions/{}/changes", segment(subscription));
-        let turn = match self.turn().await {
-            Ok(turn) => turn,
-            Err(e) => return CommandOutcome::NotSent(e.to_string()),
-        };
-        let sent = self
-            .request(&turn, reqwest::Method::POST, &path)
-            .header(header::IF_MATCH, format!("\"r{revision}\""))
-            .header("Idempotency-Key", request_key)
-            .json(&serde_json::json!({"change_type": change_type}))
-            .send()
-            .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(e) if e.is_connect() => return CommandOutcome::NotSent(e.to_string()),
-            Err(e) => return CommandOutcome::Unknown(e.to_string()),
-        };
-        let status = response.status();
-        let replayed = response
-            .headers()
-            .get("Idempotent-Replayed")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let body = match read_capped(response).await {
-            Ok(body) => body,
-            Err(e) => return CommandOutcome::Unknown(format!("the answer was lost: {e}")),
-        };
-        match status.as_u16() {
-            200 | 201 => match serde_json::from_slice::<Change>(&body) {
-                Ok(change) => CommandOutcome::Applied {
-                    change,
-                    replayed: replayed || status == StatusCode::OK,
-                },
-                Err(e) => {
-                    CommandOutcome::Unknown(format!("the service's answer could not be read: {e}"))
+        async move {
+            let (subscription, change_type, revision, request_key) = (
+                change.subscription(),
+                change.change_type(),
+                change.revision(),
+                change.request_key(),
+            );
+            let path = format!("/v1/subscriptions/{}/changes", segment(subscription));
+            let turn = match self.turn().await {
+                Ok(turn) => turn,
+                Err(e) => return CommandOutcome::NotSent(e.to_string()),
+            };
+            let sent = self
+                .request(&turn, reqwest::Method::POST, &path)
+                .header(header::IF_MATCH, format!("\"r{revision}\""))
+                .header("Idempotency-Key", request_key)
+                .json(&serde_json::json!({"change_type": change_type}))
+                .send()
+                .await;
+            let response = match sent {
+                Ok(response) => {
+                    answered(&response);
+                    response
                 }
-            },
-            409 => CommandOutcome::InFlight,
-            410 => CommandOutcome::Voided,
-            412 => match serde_json::from_slice::<Subscription>(&body) {
-                Ok(record) => CommandOutcome::Stale(Box::new(record)),
-                Err(_) => CommandOutcome::Rejected {
-                    status: 412,
-                    message: "the record changed".into(),
+                Err(e) if e.is_connect() => return CommandOutcome::NotSent(e.to_string()),
+                Err(e) => return CommandOutcome::Unknown(e.to_string()),
+            };
+            let status = response.status();
+            let replayed = response
+                .headers()
+                .get("Idempotent-Replayed")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+            let body = match read_capped(response).await {
+                Ok(body) => body,
+                Err(e) => return CommandOutcome::Unknown(format!("the answer was lost: {e}")),
+            };
+            match status.as_u16() {
+                200 | 201 => match serde_json::from_slice::<Change>(&body) {
+                    Ok(change) => CommandOutcome::Applied {
+                        change,
+                        replayed: replayed || status == StatusCode::OK,
+                    },
+                    Err(e) => CommandOutcome::Unknown(format!(
+                        "the service's answer could not be read: {e}"
+                    )),
                 },
-            },
-            s if s >= 500 => CommandOutcome::Unknown(format!("the service answered {s}")),
-            s => CommandOutcome::Rejected {
-                status: s,
-                message: error_message(&body),
-            },
+                409 => CommandOutcome::InFlight,
+                410 => CommandOutcome::Voided,
+                412 => match serde_json::from_slice::<Subscription>(&body) {
+                    Ok(record) => CommandOutcome::Stale(Box::new(record)),
+                    Err(_) => CommandOutcome::Rejected {
+                        status: 412,
+                        message: "the record changed".into(),
+                    },
+                },
+                s if s >= 500 => CommandOutcome::Unknown(format!("the service answered {s}")),
+                s => CommandOutcome::Rejected {
+                    status: s,
+                    message: error_message(&body),
+                },
+            }
         }
+        .instrument(span)
+        .await
     }
 }
 

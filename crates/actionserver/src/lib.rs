@@ -37,6 +37,7 @@ mod action;
 mod allocator;
 #[cfg(feature = "grpc")]
 mod grpc;
+mod otel;
 mod protocol;
 mod server;
 
@@ -50,6 +51,9 @@ pub use grpc::{
     convert as grpc_convert, proto as grpc_proto, status_of as grpc_status_of, GrpcError, GrpcTls,
     HEALTH_SERVICE_NAME,
 };
+pub use otel::SPAN_TARGET as TRACE_SPAN_TARGET;
+#[cfg(feature = "otel")]
+pub use otel::{current_traceparent, layer as trace_layer, TraceExport, Traces, TracesError};
 pub use protocol::events::{
     ActionExecuted, BotUttered, EntitiesAdded, LoopInterrupted, Marker, Named, Reminder, SlotSet,
     UserUttered,

@@ -32,9 +32,23 @@ async fn main() -> ExitCode {
     };
     // The eval runs hundreds of in-process servers: their request logs only at -v.
     let quiet = log.quiet || (matches!(command, Command::Eval(_)) && log.verbose == 0);
-    telemetry::init(log.verbose, quiet, log.log_format);
+    // Only `serve` exports traces; a section it cannot read is reported by serve itself.
+    let traces = match &command {
+        Command::Serve(args) => actiongate::config::trace_settings(args).ok().flatten(),
+        _ => None,
+    };
+    let exporting = telemetry::init(log.verbose, quiet, log.log_format, traces.as_ref());
     match command {
-        Command::Serve(args) => report(app::serve(&args).await),
+        Command::Serve(args) => {
+            let code = report(app::serve(&args).await);
+            if let Some(exporting) = exporting {
+                let _ = tokio::task::spawn_blocking(move || {
+                    exporting.shutdown(std::time::Duration::from_secs(5))
+                })
+                .await;
+            }
+            code
+        }
         Command::SubscriptionService(args) => report(app::subscription_service(&args).await),
         Command::Check(args) => {
             let report = actiongate::project_lint::run(&args);

@@ -27,6 +27,7 @@ use tonic::metadata::MetadataMap;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 
+use crate::otel;
 use crate::protocol::WebhookRequest;
 use crate::server::body::Held;
 use crate::server::{ActionServer, ApiError, Core};
@@ -227,8 +228,9 @@ impl Grpc {
     /// Decodes, runs, answers: the webhook's one path, from the protobuf request.
     async fn run(
         &self,
-        request: &proto::WebhookRequest,
+        call: &Request<proto::WebhookRequest>,
     ) -> Result<Option<proto::WebhookResponse>, ApiError> {
+        let request = call.get_ref();
         let body = convert::request_to_json_bytes(request);
         // The decoded request's share of the body budget, held until the answer is made.
         let mut held = Held::default();
@@ -249,7 +251,15 @@ impl Grpc {
                 ));
             }
         };
-        let answer = self.core.execute(&parsed).await?;
+        let metadata = |key: &str| call.metadata().get(key).and_then(|v| v.to_str().ok());
+        let from = otel::Carrier {
+            traceparent: metadata(otel::TRACEPARENT),
+            tracestate: metadata(otel::TRACESTATE),
+        };
+        let answer = self
+            .core
+            .execute(&parsed, otel::Transport::Grpc, from)
+            .await?;
         Ok(answer.map(|answer| {
             convert::response_from_json(
                 &serde_json::to_value(answer).expect("an answer serialises"),
@@ -338,7 +348,7 @@ impl ActionService for Grpc {
     ) -> Result<Response<proto::WebhookResponse>, Status> {
         let started = Instant::now();
         let result = self
-            .run(request.get_ref())
+            .run(&request)
             .await
             .map(Option::unwrap_or_default)
             .map_err(|e| status_of(&e));
@@ -367,26 +377,25 @@ impl ActionService for Grpc {
         use proto::webhook_stream_event::Event;
         let started = Instant::now();
         let name = request.get_ref().next_action.clone();
-        let items: Vec<Result<proto::WebhookStreamEvent, Status>> =
-            match self.run(request.get_ref()).await {
-                Ok(Some(answer)) => vec![Ok(proto::WebhookStreamEvent {
-                    event: Some(Event::FinalResult(answer)),
-                })],
-                Ok(None) => Vec::new(),
-                Err(e) => {
-                    let status = status_of(&e);
-                    let error = proto::StreamError {
-                        action_name: name.clone(),
-                        message: e.to_string(),
-                    };
-                    vec![
-                        Ok(proto::WebhookStreamEvent {
-                            event: Some(Event::Error(error)),
-                        }),
-                        Err(status),
-                    ]
-                }
-            };
+        let items: Vec<Result<proto::WebhookStreamEvent, Status>> = match self.run(&request).await {
+            Ok(Some(answer)) => vec![Ok(proto::WebhookStreamEvent {
+                event: Some(Event::FinalResult(answer)),
+            })],
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                let status = status_of(&e);
+                let error = proto::StreamError {
+                    action_name: name.clone(),
+                    message: e.to_string(),
+                };
+                vec![
+                    Ok(proto::WebhookStreamEvent {
+                        event: Some(Event::Error(error)),
+                    }),
+                    Err(status),
+                ]
+            }
+        };
         let outcome = match items.last() {
             Some(Err(status)) => Err(status.clone()),
             _ => Ok(()),

@@ -16,8 +16,10 @@ use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer, Ro
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tracing::Instrument;
 
 use crate::action::{ActionCall, ActionError, Dispatcher, Registry};
+use crate::otel;
 use crate::protocol::request::ActionNameOnly;
 use crate::protocol::{ActionResponse, WebhookRequest};
 
@@ -277,14 +279,39 @@ impl Core {
 
     /// Runs the request's action, whatever the transport: the one path from a decoded
     /// request to events and responses. `None`: the request names no action.
+    /// The action runs inside the call's span ([`otel::call_span`]), which continues the
+    /// trace the call arrived with.
     pub(crate) async fn execute(
         &self,
         request: &WebhookRequest<'_>,
+        transport: otel::Transport,
+        from: otel::Carrier<'_>,
     ) -> Result<Option<ActionResponse>, ApiError> {
-        let Some(name) = request.next_action.clone().filter(|n| !n.is_empty()) else {
+        let Some(name) = request.next_action.as_deref().filter(|n| !n.is_empty()) else {
             return Ok(None);
         };
-        tracing::Span::current().record("action", name.as_str());
+        // The request's own span (its log line) names the action and the sender.
+        let request_span = tracing::Span::current();
+        request_span.record("action", name);
+        if let Some(tracker) = &request.tracker {
+            request_span.record("sender", tracker.sender_id.as_str());
+        }
+        let span = otel::call_span(transport, request, from);
+        let result = self
+            .run_call(name.to_owned(), request)
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &result {
+            otel::failed(&span, &e.to_string());
+        }
+        result.map(Some)
+    }
+
+    async fn run_call(
+        &self,
+        name: String,
+        request: &WebhookRequest<'_>,
+    ) -> Result<ActionResponse, ApiError> {
         let Some(action) = self.registry.get(&name).cloned() else {
             return Err(ApiError::UnknownAction(name));
         };
@@ -294,7 +321,6 @@ impl Core {
                 Some(name),
             ));
         };
-        tracing::Span::current().record("sender", tracker.sender_id.as_str());
         if let Some(sender) = &request.sender_id {
             if *sender != tracker.sender_id {
                 return Err(ApiError::bad_request(
@@ -339,10 +365,10 @@ impl Core {
                 });
             }
         };
-        Ok(Some(ActionResponse {
+        Ok(ActionResponse {
             events,
             responses: dispatcher.into_messages(),
-        }))
+        })
     }
 }
 
@@ -418,7 +444,12 @@ async fn webhook(
     if let Some(name) = request.next_action.as_deref().filter(|n| !n.is_empty()) {
         req.extensions_mut().insert(state.call_info(name));
     }
-    match state.execute(&request).await? {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let from = otel::Carrier {
+        traceparent: header(otel::TRACEPARENT),
+        tracestate: header(otel::TRACESTATE),
+    };
+    match state.execute(&request, otel::Transport::Http, from).await? {
         Some(answer) => Ok(HttpResponse::Ok().json(answer)),
         None => Ok(HttpResponse::Ok().json(Value::Null)),
     }
