@@ -1,12 +1,21 @@
 //! Where the terms come from. The model (or NLU) may set only `subscription` and
 //! `change_type`; every date, entitlement and revision must come from the change memory,
 //! which only `select_subscription_change` writes and the guard checks against the
-//! conversation's events. This test reads the actions' and the guard's source and fails
-//! when any of them reads a slot outside that list, so a new slot read (say, a
+//! conversation's events. Two checks keep it so: every action, run against a conversation
+//! whose every other slot (the domain's and names that look like terms) holds a planted
+//! value, answers exactly as without them, and the service's record ends the same (a
+//! behavioural check: however a slot is read, a read that matters shows); and a scan of
+//! the actions' and the guard's source names the slots they read, so a new read (say, a
 //! model-settable `effective_date`) cannot slip in unreviewed.
+
+mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+
+use serde_json::{json, Value};
+
+use common::{spawn_app, Chat, TestApp, STYLE_BOX};
 
 /// Slots the actions may read, and why.
 const ALLOWED: [&str; 8] = [
@@ -24,7 +33,7 @@ const ALLOWED: [&str; 8] = [
 /// constants (`change_memory::TAG`), resolved through `memory` (src/conversation.rs).
 fn slot_reads(source: &str, memory: &str) -> Vec<String> {
     let mut found = Vec::new();
-    for call in ["get_str(", "get_slot(", "slots.get(", "text("] {
+    for call in ["get_str(", "get_slot(", "slots.get(", "get_raw(", "text("] {
         let mut rest = source;
         while let Some(i) = rest.find(call) {
             rest = &rest[i + call.len()..];
@@ -114,4 +123,147 @@ fn the_model_settable_slots_are_only_the_target() {
             "slot {name} is filled by {mappings:?}"
         );
     }
+}
+
+/// Slots a conversation may hold that no action may read: the domain's other slots, and
+/// names a careless action might take terms from.
+fn planted() -> Vec<(String, Value)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let domain: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(root.join("assistant/domain/subscription.yml")).unwrap(),
+    )
+    .unwrap();
+    let mut names: Vec<String> = domain["slots"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .filter_map(|k| k.as_str().map(str::to_owned))
+        .filter(|name| !ALLOWED.contains(&name.as_str()))
+        .collect();
+    assert!(
+        !names.is_empty(),
+        "the domain has slots beyond the allowed ones"
+    );
+    for name in [
+        "effective_date",
+        "effective_at",
+        "price",
+        "amount",
+        "revision",
+        "change_revision",
+        "label",
+        "entitlements",
+        "account",
+        "account_id",
+        "subscription_id",
+        "change_id",
+        "requested_slot",
+        "confirmed",
+        "confirmation",
+        "change_confirmed",
+        "tag",
+    ] {
+        names.push(name.to_owned());
+    }
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let value = match i % 4 {
+                0 => json!("WS-SUB-9999 stop_renewal r99"),
+                1 => json!("2099-12-31 00:00 UTC"),
+                2 => json!(true),
+                _ => json!(["acct-1", 99]),
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+/// `body` with `plant` set on its tracker: the slots' values, and a `slot` event each
+/// at the end, as Rasa records slots NLU or a rule set just before the action.
+fn with_planted(mut body: Value, plant: &[(String, Value)]) -> Value {
+    let t = body["tracker"]["latest_event_time"]
+        .as_f64()
+        .unwrap_or_default();
+    for (name, value) in plant {
+        body["tracker"]["slots"][name] = value.clone();
+        body["tracker"]["events"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"event": "slot", "timestamp": t, "name": name, "value": value}));
+    }
+    body
+}
+
+/// The same conversation against two servers, one with `plant` in every call: each
+/// answer of the second, and the second service's record of the Style Box afterwards.
+/// Whether every answer and the record were the same.
+async fn same_with_planted(plant: &[(String, Value)]) -> (bool, Vec<String>) {
+    let (clean, planted) = (spawn_app().await, spawn_app().await);
+    let mut differences = Vec::new();
+    let mut c = Chat::new("provenance", Some("acct-7"));
+    let mut call = async |c: &mut Chat, action: &str| {
+        let body = c.request(action);
+        let a = clean.webhook(&body).await;
+        let b = planted.webhook(&with_planted(body, plant)).await;
+        if a != b {
+            differences.push(format!("{action}: {a:?} / {b:?}"));
+        }
+        if a.0 == 200 {
+            c.record(action, &a.1);
+        }
+    };
+    c.user("what do I have", "list_subscriptions", &[]);
+    call(&mut c, "list_subscriptions").await;
+    c.user(
+        "stop renewing the style box",
+        "request_change",
+        &[("subscription", STYLE_BOX), ("change_type", "stop_renewal")],
+    );
+    call(&mut c, "select_subscription_change").await;
+    c.ask_confirmation();
+    c.user("yes", "affirm", &[]);
+    call(&mut c, "apply_subscription_change").await;
+    call(&mut c, "check_subscription_change").await;
+    call(&mut c, "withdraw_subscription_change").await;
+    let records = |app: &TestApp| {
+        let service = app.service.clone();
+        async move { service.record(STYLE_BOX).await }
+    };
+    // When a note was written is the two services' own clocks; the rest must agree.
+    let unclocked = |mut record: Value| {
+        for note in record["notes"].as_array_mut().into_iter().flatten() {
+            note["at"] = Value::Null;
+        }
+        record
+    };
+    let (a, b) = (
+        unclocked(records(&clean).await),
+        unclocked(records(&planted).await),
+    );
+    assert_eq!(a["status"], "ending", "the change was made: {a}");
+    if a != b {
+        differences.push(format!("the record: {a} / {b}"));
+    }
+    clean.stop().await;
+    planted.stop().await;
+    (differences.is_empty(), differences)
+}
+
+#[tokio::test]
+async fn slots_outside_the_list_change_nothing_an_action_answers_or_does() {
+    let (same, differences) = same_with_planted(&planted()).await;
+    assert!(same, "{differences:#?}");
+    // Not vacuous: the same harness sees a slot that is read. A planted date in the change
+    // memory is caught by the guard (memory not written by select), so the answers differ.
+    let (same, differences) =
+        same_with_planted(&[("change_effective".to_owned(), json!("2099-12-31 00:00 UTC"))]).await;
+    assert!(!same, "a read slot must show");
+    assert!(
+        differences
+            .iter()
+            .any(|d| d.starts_with("apply_subscription_change")),
+        "{differences:#?}"
+    );
 }
