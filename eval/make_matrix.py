@@ -3,6 +3,7 @@
 change in the demo data. Run it after changing a category; commit the output (the
 matrix is versioned data, read by `actiongate eval`)."""
 import json
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,7 +178,9 @@ def main():
         lines.append("    steps:")
         for step in s["steps"]:
             lines.append(f"      - {dump(step)}")
-    (ROOT / "eval/consent-matrix.yml").write_text("\n".join(lines) + "\n")
+    # A path given writes there instead (the tests compare it with the committed file).
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "eval/consent-matrix.yml"
+    out.write_text("\n".join(lines) + "\n")
     valid = sum(1 for s in items if s["label"] == "valid")
     print(f"{len(items)} scenarios ({valid} valid, {len(items) - valid} violating)")
 

@@ -8,7 +8,6 @@ mod common;
 use std::time::Duration;
 
 use common::{spawn_app_with, Chat, ChatExt, TestApp};
-use serde_json::json;
 
 use actiongate::config::ConsoleSettings;
 use actiongate::store::ApprovalState;
@@ -475,7 +474,6 @@ async fn the_console_is_not_on_the_port_rasa_calls() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr)
         .contains("ana: password_hash is not an argon2 hash"));
-    let _ = json!(null);
 }
 
 #[tokio::test]

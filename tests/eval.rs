@@ -62,6 +62,34 @@ fn the_matrix_covers_every_category_with_enough_scenarios() {
     assert!(matrix.scenarios.iter().any(|s| s.label == Label::Valid));
 }
 
+/// The committed matrix is what its generator writes from the demo data: a category edited
+/// in the script, or data changed, without regenerating fails here. And every scenario's
+/// label agrees with what it lets the service do.
+#[test]
+fn the_matrix_is_what_make_matrix_writes_and_its_labels_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("matrix.yml");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = std::process::Command::new("python3")
+        .arg(root.join("eval/make_matrix.py"))
+        .arg(&fresh)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("python3 runs");
+    assert!(status.success());
+    assert!(
+        std::fs::read_to_string(&fresh).unwrap() == std::fs::read_to_string(matrix_path()).unwrap(),
+        "eval/consent-matrix.yml is not what eval/make_matrix.py writes: run it and commit"
+    );
+    let matrix = load(&matrix_path()).unwrap();
+    for s in &matrix.scenarios {
+        match s.label {
+            Label::Valid => assert_eq!(s.expect_changes, 1, "{}", s.id),
+            _ => assert!(s.expect_changes <= 1, "{}", s.id),
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_runner_counts_changes_at_the_service() {
     let matrix = load(&matrix_path()).unwrap();
