@@ -266,6 +266,10 @@ pub struct ConsentSection {
     /// its `exp` is required.
     #[serde(default)]
     pub token_max_age_secs: Option<u64>,
+    /// How far the token's issuer's clock may be from ours, in seconds (default 60, as
+    /// jsonwebtoken's validation has it): allowed past `exp`, before `nbf` and `iat`.
+    #[serde(default)]
+    pub token_leeway_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

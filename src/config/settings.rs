@@ -502,6 +502,9 @@ impl Settings {
                             .and_then(|c| c.token_max_age_secs)
                             .unwrap_or(24 * 3600),
                     ),
+                    leeway: Duration::from_secs(
+                        consent.and_then(|c| c.token_leeway_secs).unwrap_or(60),
+                    ),
                 },
                 rate: RateLimit {
                     capacity,

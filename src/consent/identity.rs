@@ -23,6 +23,9 @@ pub struct IdentityConfig {
     /// The longest a token may be valid for: its `exp` is required, and no further than
     /// this from now (nor its `iat`, when given, further back).
     pub max_age: std::time::Duration,
+    /// How far the issuer's clock may be from ours: allowed past `exp`, before `nbf` and
+    /// `iat` (default 60 s).
+    pub leeway: std::time::Duration,
 }
 
 impl Default for IdentityConfig {
@@ -32,6 +35,7 @@ impl Default for IdentityConfig {
             signing_secret: None,
             claim: "sub".to_owned(),
             max_age: std::time::Duration::from_secs(24 * 3600),
+            leeway: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -88,6 +92,7 @@ pub fn account(
                 claim: &config.claim,
                 now: now_secs(),
                 max_age: config.max_age.as_secs() as i64,
+                leeway: config.leeway.as_secs() as i64,
                 sender: &tracker.sender_id,
             };
             verify_hs256(value, secret.as_bytes(), &token)
@@ -110,6 +115,8 @@ pub struct Token<'a> {
     pub now: i64,
     /// The longest validity accepted, in seconds.
     pub max_age: i64,
+    /// The issuer's clock may be this many seconds from ours.
+    pub leeway: i64,
     /// The conversation it is presented in: a token with a `sid` claim is good only there.
     pub sender: &'a str,
 }
@@ -133,13 +140,13 @@ pub fn verify_hs256(token: &str, secret: &[u8], held: &Token<'_>) -> Option<Stri
     mac.verify_slice(&URL_SAFE_NO_PAD.decode(signature).ok()?)
         .ok()?;
     let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
-    let exp = claims.get("exp")?.as_i64()?;
-    if exp <= now || exp - now > held.max_age {
+    let (exp, leeway) = (claims.get("exp")?.as_i64()?, held.leeway);
+    if exp + leeway <= now || exp - now > held.max_age + leeway {
         return None;
     }
     if claims.get("iat").is_some_and(|iat| {
         iat.as_i64()
-            .is_none_or(|iat| now - iat > held.max_age || iat > now + 60)
+            .is_none_or(|iat| now - iat > held.max_age + leeway || iat > now + leeway)
     }) {
         return None;
     }
@@ -151,7 +158,7 @@ pub fn verify_hs256(token: &str, secret: &[u8], held: &Token<'_>) -> Option<Stri
     }
     if claims
         .get("nbf")
-        .is_some_and(|nbf| nbf.as_i64().is_none_or(|nbf| nbf > now))
+        .is_some_and(|nbf| nbf.as_i64().is_none_or(|nbf| nbf > now + leeway))
     {
         return None;
     }
@@ -179,6 +186,7 @@ mod tests {
             claim: "sub",
             now,
             max_age: 86_400,
+            leeway: 60,
             sender: "chat-1",
         }
     }
@@ -192,6 +200,16 @@ mod tests {
         );
         assert_eq!(verify_hs256(&token, b"other", &at(1_000)), None);
         assert_eq!(verify_hs256(&token, b"secret", &at(3_000)), None);
+        // The issuer's clock may be a little ahead or behind: within the leeway past
+        // `exp` (and before `nbf`), still good; beyond it, not.
+        assert!(verify_hs256(&token, b"secret", &at(2_059)).is_some());
+        assert_eq!(verify_hs256(&token, b"secret", &at(2_060)), None);
+        let early = sign_hs256(
+            &json!({"sub": "acct-7", "exp": 2_000, "nbf": 1_030, "iat": 1_030}),
+            b"secret",
+        );
+        assert!(verify_hs256(&early, b"secret", &at(1_000)).is_some());
+        assert_eq!(verify_hs256(&early, b"secret", &at(960)), None);
         let forged = token.replace(
             &token[token.find('.').unwrap() + 1..token.rfind('.').unwrap()],
             &URL_SAFE_NO_PAD.encode(json!({"sub": "acct-9", "exp": 2_000}).to_string()),
@@ -214,8 +232,8 @@ mod tests {
             verify_hs256(&sign(json!({"sub": "acct-7"})), b"secret", &at(1_000)),
             None
         );
-        // Valid for longer than the maximum age.
-        let long = sign(json!({"sub": "acct-7", "exp": 1_000 + 86_401}));
+        // Valid for longer than the maximum age (and the leeway).
+        let long = sign(json!({"sub": "acct-7", "exp": 1_000 + 86_400 + 61}));
         assert_eq!(verify_hs256(&long, b"secret", &at(1_000)), None);
         // Issued longer ago than the maximum age.
         let old = sign(json!({"sub": "acct-7", "exp": 100_000, "iat": 1_000}));

@@ -633,16 +633,15 @@ async fn operations_page(
     }
 }
 
-/// A CSV field, never read as a formula by a spreadsheet whatever its separator (`,` or
-/// `;`): always quoted, so no separator inside it starts a new cell, and prefixed with `'`
-/// when it begins as a formula does.
-fn csv(field: &str) -> String {
-    let field = if field.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+/// A CSV field, never read as a formula by a spreadsheet: prefixed with `'` when it
+/// begins as a formula does. (The writer quotes every field, so no separator inside one,
+/// `,` or `;`, starts a new cell.)
+fn inert(field: String) -> String {
+    if field.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{field}")
     } else {
-        field.to_owned()
-    };
-    format!("\"{}\"", field.replace('"', "\"\""))
+        field
+    }
 }
 
 async fn operations_csv(
@@ -661,9 +660,13 @@ async fn operations_csv(
     };
     let mut out = String::from(
         "created,account,subscription,change_type,outcome,decided_by,conversation,request_key\n",
-    );
-    for op in &ops {
-        let row = [
+    )
+    .into_bytes();
+    let mut rows = csv::WriterBuilder::new()
+        .quote_style(csv::QuoteStyle::Always)
+        .from_writer(&mut out);
+    let ops = ops.iter().map(|op| {
+        [
             pages::when(op.created_at),
             op.account.clone(),
             op.subscription.clone(),
@@ -672,12 +675,10 @@ async fn operations_csv(
             String::new(),
             op.sender_id.clone(),
             op.request_key.clone(),
-        ];
-        out.push_str(&row.iter().map(|f| csv(f)).collect::<Vec<_>>().join(","));
-        out.push('\n');
-    }
-    for a in &held {
-        let row = [
+        ]
+    });
+    let held = held.iter().map(|a| {
+        [
             pages::when(a.created_at),
             a.account.clone(),
             a.subscription.clone(),
@@ -686,10 +687,17 @@ async fn operations_csv(
             a.decided_by.clone().unwrap_or_default(),
             a.sender_id.clone(),
             a.request_key.clone(),
-        ];
-        out.push_str(&row.iter().map(|f| csv(f)).collect::<Vec<_>>().join(","));
-        out.push('\n');
+        ]
+    });
+    for row in ops.chain(held) {
+        if let Err(e) = rows.write_record(row.map(inert)) {
+            return internal(e);
+        }
     }
+    if let Err(e) = rows.flush() {
+        return internal(e);
+    }
+    drop(rows);
     HttpResponse::Ok()
         .content_type("text/csv; charset=utf-8")
         .insert_header((
