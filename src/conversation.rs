@@ -41,9 +41,9 @@ pub const MANTLE_CONFIRMATION_TOOL: &str = "resolve_tool_confirmation";
 struct Lite<'a> {
     // Declared so that a duplicate `event` or `timestamp` key is refused, not guessed at.
     #[serde(default, rename = "event")]
-    _event: Option<serde::de::IgnoredAny>,
+    _event: Option<IgnoredAny>,
     #[serde(default, rename = "timestamp")]
-    _timestamp: Option<serde::de::IgnoredAny>,
+    _timestamp: Option<IgnoredAny>,
     #[serde(borrow, default)]
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]

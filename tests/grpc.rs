@@ -738,7 +738,7 @@ async fn health_follows_the_store_and_ready_says_why() {
         .await
         .unwrap();
     assert_eq!(ready.status(), 503);
-    let body: serde_json::Value = ready.json().await.unwrap();
+    let body: Value = ready.json().await.unwrap();
     assert_eq!(body["status"], "not_ready");
     assert_eq!(body["reason"], "the store cannot be reached");
     let live = reqwest::get(format!("http://127.0.0.1:{}/health", started.port))

@@ -316,7 +316,7 @@ fn read_forward(events: &[Value], calm: bool) -> Read {
     // How many of select's slots the current action has written, in select's order.
     let mut answered = 0;
     let mut runs = 0;
-    let mut setters: std::collections::HashMap<String, (Value, Option<usize>)> = Default::default();
+    let mut setters: HashMap<String, (Value, Option<usize>)> = Default::default();
     for (i, e) in events.iter().enumerate() {
         match e["event"].as_str().unwrap() {
             "user" => {

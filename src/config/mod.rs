@@ -411,13 +411,13 @@ mod tests {
         let file = load("actiongate:\n  events:\n    port: 5057\n")
             .unwrap()
             .unwrap();
-        let err = Settings::from_parts(&args, &file, std::path::Path::new("e.yml")).unwrap_err();
+        let err = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap_err();
         assert_eq!(err.key, "actiongate.events.secret", "{err}");
         let file =
             load("actiongate:\n  events:\n    port: 5057\n    secret: s\n    tolerance_secs: 60\n")
                 .unwrap()
                 .unwrap();
-        let events = Settings::from_parts(&args, &file, std::path::Path::new("e.yml"))
+        let events = Settings::from_parts(&args, &file, Path::new("e.yml"))
             .unwrap()
             .events
             .unwrap();
@@ -427,12 +427,10 @@ mod tests {
         );
         assert_eq!(events.tolerance, std::time::Duration::from_secs(60));
         let none = load("actiongate: {}\n").unwrap().unwrap();
-        assert!(
-            Settings::from_parts(&args, &none, std::path::Path::new("e.yml"))
-                .unwrap()
-                .events
-                .is_none()
-        );
+        assert!(Settings::from_parts(&args, &none, Path::new("e.yml"))
+            .unwrap()
+            .events
+            .is_none());
     }
 
     #[test]

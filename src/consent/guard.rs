@@ -1111,7 +1111,7 @@ impl Guard {
                 text: held.reply.clone(),
                 timestamp: held.reply_at,
                 message_id: held.reply_id.clone(),
-                meaning: conversation::Meaning::Yes,
+                meaning: Meaning::Yes,
                 given: Given::Typed,
                 after_other_message: None,
             },

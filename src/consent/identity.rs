@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_token_needs_exp_within_the_maximum_age_and_its_own_conversation() {
-        let sign = |claims: serde_json::Value| sign_hs256(&claims, b"secret");
+        let sign = |claims: Value| sign_hs256(&claims, b"secret");
         // No exp: accepted forever before, refused now.
         assert_eq!(
             verify_hs256(&sign(json!({"sub": "acct-7"})), b"secret", &at(1_000)),

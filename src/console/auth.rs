@@ -69,11 +69,7 @@ pub fn check_password(operators: &[(String, String)], name: &str, password: &str
 
 /// A cookie the console sets: HttpOnly, Secure (browsers accept it on 127.0.0.1 and
 /// localhost over plain HTTP, and need HTTPS anywhere else), SameSite=Strict.
-pub fn cookie(
-    name: &'static str,
-    value: String,
-    max_age: actix_web::cookie::time::Duration,
-) -> Cookie<'static> {
+pub fn cookie(name: &'static str, value: String, max_age: time::Duration) -> Cookie<'static> {
     Cookie::build(name, value)
         .path("/")
         .http_only(true)

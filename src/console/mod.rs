@@ -230,7 +230,7 @@ async fn sign_in_page() -> HttpResponse {
         .cookie(auth::cookie(
             auth::SIGN_IN_COOKIE,
             csrf.clone(),
-            actix_web::cookie::time::Duration::minutes(30),
+            time::Duration::minutes(30),
         ))
         .content_type("text/html; charset=utf-8")
         .body(pages::sign_in(&csrf, None).into_string())
@@ -304,7 +304,7 @@ async fn sign_in(
             .cookie(auth::cookie(
                 auth::SIGN_IN_COOKIE,
                 csrf.clone(),
-                actix_web::cookie::time::Duration::minutes(30),
+                time::Duration::minutes(30),
             ))
             .content_type("text/html; charset=utf-8")
             .body(
@@ -330,12 +330,8 @@ async fn sign_in(
         return internal(e);
     }
     tracing::info!(operator = name, "an operator signed in to the console");
-    let max_age = actix_web::cookie::time::Duration::seconds(console.session.as_secs() as i64);
-    let mut gone = auth::cookie(
-        auth::SIGN_IN_COOKIE,
-        String::new(),
-        actix_web::cookie::time::Duration::ZERO,
-    );
+    let max_age = time::Duration::seconds(console.session.as_secs() as i64);
+    let mut gone = auth::cookie(auth::SIGN_IN_COOKIE, String::new(), time::Duration::ZERO);
     gone.make_removal();
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/"))
@@ -357,11 +353,7 @@ async fn sign_out(
         return internal(e);
     }
     tracing::info!(operator = %session.operator, "an operator signed out");
-    let mut gone = auth::cookie(
-        auth::SESSION_COOKIE,
-        String::new(),
-        actix_web::cookie::time::Duration::ZERO,
-    );
+    let mut gone = auth::cookie(auth::SESSION_COOKIE, String::new(), time::Duration::ZERO);
     gone.make_removal();
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/sign-in"))

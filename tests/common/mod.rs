@@ -24,13 +24,13 @@ pub struct TestApp {
     pub store: actiongate::store::Store,
     pub guard: actiongate::consent::Guard,
     /// The gRPC ActionService, when the app serves it beside the webhook (`--grpc-port`).
-    pub grpc: Option<actiongate::app::GrpcRunning>,
+    pub grpc: Option<app::GrpcRunning>,
     /// The service events listener, when the app receives events (`--events-port`).
-    pub events: Option<actiongate::app::EventsRunning>,
+    pub events: Option<app::EventsRunning>,
     /// The operator console, when served (`--admin-port`).
-    pub console: Option<actiongate::app::EventsRunning>,
+    pub console: Option<app::EventsRunning>,
     /// The housekeeping task and the embedded service, stopped with the app.
-    _background: actiongate::app::Background,
+    _background: app::Background,
 }
 
 impl std::ops::Deref for TestApp {

@@ -17,6 +17,7 @@ pub fn keep_freed_memory() {
         const M_MMAP_THRESHOLD: libc::c_int = -3;
         // SAFETY: mallopt sets a parameter of the allocator under its own lock; it takes
         // no pointers and no memory is touched.
+        #[allow(unsafe_code)]
         unsafe {
             libc::mallopt(M_TRIM_THRESHOLD, 64 << 20);
             libc::mallopt(M_MMAP_THRESHOLD, 32 << 20);

@@ -10,7 +10,7 @@
 
 pub mod convert;
 mod incoming;
-#[allow(clippy::all)]
+#[allow(clippy::all, unused_qualifications)]
 pub mod proto;
 
 use std::future::Future;

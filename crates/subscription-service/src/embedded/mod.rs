@@ -87,7 +87,7 @@ struct RecordCache {
 
 struct Cached {
     revision: i64,
-    body: actix_web::web::Bytes,
+    body: web::Bytes,
 }
 
 impl RecordCache {
