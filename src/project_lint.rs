@@ -36,7 +36,8 @@ pub fn run(args: &crate::cli::CheckArgs) -> Report {
             }
             match crate::config::Settings::from_parts(&serve, &file, &args.endpoints) {
                 Ok(settings) => {
-                    if let Some(traces) = &settings.traces {
+                    if let Some(traces) = settings.traces.as_ref().filter(|t| !t.exports.is_empty())
+                    {
                         let to: Vec<String> = traces.exports.iter().map(|e| e.url()).collect();
                         notes.push(format!(
                             "{}: traces are exported as `{}` to {}",
@@ -44,9 +45,9 @@ pub fn run(args: &crate::cli::CheckArgs) -> Report {
                             traces.service_name,
                             to.join(", ")
                         ));
-                        for note in &traces.notes {
-                            notes.push(format!("{}: {note}", args.endpoints.display()));
-                        }
+                    }
+                    for note in settings.traces.iter().flat_map(|t| &t.notes) {
+                        notes.push(note.clone());
                     }
                     settings.consent
                 }

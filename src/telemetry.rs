@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::sync::Once;
 
+use tracing_subscriber::filter::{filter_fn, FilterExt as _};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -42,8 +43,7 @@ pub fn init(
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         EnvFilter::new(format!(
-            "{level},sqlx=warn,actix_server=warn,hyper=warn,reqwest=warn,rustls=warn,h2=warn,tower=warn,opentelemetry_sdk=warn,{}=off,{SPAN_TARGET}=off",
-            actionserver::TRACE_SPAN_TARGET
+            "{level},sqlx=warn,actix_server=warn,hyper=warn,reqwest=warn,rustls=warn,h2=warn,tower=warn,opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry_otlp=warn"
         ))
     });
     let ansi = colour(
@@ -53,27 +53,41 @@ pub fn init(
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
+    // The spans made for traces stay out of the log whatever RUST_LOG says: a line keeps
+    // the request's span as its context.
+    let untraced = filter_fn(|meta| !(meta.is_span() && meta.target().ends_with("::otel")));
     let log = match format {
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt.json().flatten_event(true).boxed(),
     }
-    .with_filter(filter);
-    let (exporting, handle) =
-        match traces.map(|t| actionserver::trace_layer(&t.service_name, &t.exports)) {
-            None => (None, None),
-            Some(Ok((layer, handle))) => (Some(layer), Some(handle)),
-            Some(Err(e)) => {
-                eprintln!("warning: {e}; no traces are exported");
-                (None, None)
-            }
-        };
-    let _ = tracing_subscriber::registry()
-        .with(log)
-        .with(exporting)
-        .try_init();
-    if let Some(t) = traces.filter(|_| handle.is_some()) {
-        let to: Vec<String> = t.exports.iter().map(|e| e.url()).collect();
-        tracing::info!(service = %t.service_name, to = ?to, "exporting traces");
+    .with_filter(filter.and(untraced));
+    let traces = traces.filter(|t| !t.exports.is_empty() || !t.notes.is_empty());
+    let built = traces
+        .filter(|t| !t.exports.is_empty())
+        .map(|t| actionserver::trace_layer(&t.service_name, &t.exports));
+    // Without an exporter the subscriber has no layer for one at all: an absent layer
+    // would still have every span's callsite ask the filters each time.
+    let (handle, failed) = match built {
+        Some(Ok((layer, handle))) => {
+            let _ = tracing_subscriber::registry()
+                .with(log)
+                .with(layer)
+                .try_init();
+            (Some(handle), None)
+        }
+        other => {
+            let _ = tracing_subscriber::registry().with(log).try_init();
+            (None, other.and_then(Result::err))
+        }
+    };
+    if let Some(e) = failed {
+        tracing::warn!(error = %e, "no traces are exported");
+    }
+    if let Some(t) = traces {
+        if handle.is_some() {
+            let to: Vec<String> = t.exports.iter().map(|e| e.url()).collect();
+            tracing::info!(service = %t.service_name, to = ?to, "exporting traces");
+        }
         for note in &t.notes {
             tracing::warn!("{note}");
         }

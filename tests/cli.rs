@@ -511,6 +511,8 @@ mod otlp {
         pub trace_id: String,
         pub span_id: String,
         pub parent: String,
+        pub start: u64,
+        pub end: u64,
         pub attributes: Vec<(String, String)>,
     }
 
@@ -559,6 +561,8 @@ mod otlp {
                         trace_id: hex::encode(&span.trace_id),
                         span_id: hex::encode(&span.span_id),
                         parent: hex::encode(&span.parent_span_id),
+                        start: span.start_time_unix_nano,
+                        end: span.end_time_unix_nano,
                         attributes: span.attributes.iter().map(text).collect(),
                     });
                 }
@@ -776,6 +780,20 @@ async fn traces_continue_rasas_and_show_each_guard_step() {
     for step in steps {
         assert_eq!(one(&http, step).parent, guard.span_id, "{step}");
     }
+    // One after the other: each step's span ends before the next begins, so the time
+    // each took can be read off the trace.
+    for pair in steps.windows(2) {
+        let (this, next) = (one(&http, pair[0]), one(&http, pair[1]));
+        assert!(
+            this.start <= this.end && this.end <= next.start,
+            "{} ({}..{}) overlaps {} ({}..)",
+            pair[0],
+            this.start,
+            this.end,
+            pair[1],
+            next.start
+        );
+    }
     let read = one(&http, "subscription_service.get");
     assert_eq!(read.parent, one(&http, "guard.facts").span_id);
     assert_eq!(read.attribute("http.response.status_code"), Some("200"));
@@ -808,8 +826,9 @@ async fn traces_continue_rasas_and_show_each_guard_step() {
     }
 }
 
-/// `root_certificates`: spans reach a collector whose TLS certificate chains to the file's
-/// CA, and not one whose certificate does not; the server serves either way.
+/// TLS by default (an endpoint without a scheme), with `root_certificates`: spans reach a
+/// collector whose certificate chains to the file's CA, and not one whose certificate does
+/// not; the server serves either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_go_over_tls_only_to_a_collector_the_root_certificates_vouch_for() {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
@@ -829,7 +848,7 @@ async fn traces_go_over_tls_only_to_a_collector_the_root_certificates_vouch_for(
         let data = tempfile::tempdir().unwrap();
         let (mut child, port, _) = serve_traced(
             &format!(
-                "type: otlp\n  endpoint: https://localhost:{}\n  root_certificates: {}",
+                "type: otlp\n  endpoint: localhost:{}\n  root_certificates: {}",
                 collector.port(),
                 ca.display()
             ),

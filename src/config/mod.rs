@@ -333,9 +333,11 @@ pub fn trace_settings(args: &crate::cli::ServeArgs) -> Result<Option<TraceSettin
     let Some(file) = load_endpoints(&args.endpoints, required)? else {
         return Ok(None);
     };
-    traces::read(file.tracing.as_ref(), &args.endpoints, &|name| {
-        std::env::var(name).ok()
-    })
+    Ok(traces::read(
+        file.tracing.as_ref(),
+        &args.endpoints,
+        &|name| std::env::var(name).ok(),
+    ))
 }
 
 /// The text of an `endpoints.yml`, its `${VAR}` replaced from `var` as Rasa replaces them.

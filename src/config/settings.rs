@@ -458,7 +458,7 @@ impl Settings {
             database_url,
             traces: super::traces::read(file.tracing.as_ref(), path, &|name| {
                 std::env::var(name).ok()
-            })?,
+            }),
             consent: ConsentConfig {
                 confirm_response: consent
                     .and_then(|c| c.confirm_response.clone())

@@ -7,8 +7,6 @@ use std::path::Path;
 use actionserver::TraceExport;
 use serde_yaml_ng::{Mapping, Value};
 
-use super::ConfigError;
-
 /// The service name spans are exported under when neither the section nor
 /// `TRACING_SERVICE_NAME` (rasa-sdk's variable) names one.
 pub const DEFAULT_SERVICE_NAME: &str = "actiongate";
@@ -29,121 +27,61 @@ pub struct TraceSettings {
     pub notes: Vec<String>,
 }
 
-/// The `tracing:` section: `None` when it is absent or exports nowhere (an entry of an
-/// unknown type is left out, as rasa-sdk leaves it, and noted). `var` reads the
-/// environment (`TRACING_SERVICE_NAME`).
+/// The `tracing:` section: `None` when it is absent; its `exports` empty when no entry
+/// can be used. It is Rasa's
+/// section (CONTRACT.md section 0), so nothing in it stops the server: an entry that cannot
+/// be used (an unknown type, as rasa-sdk leaves it out; an `otlp` without `endpoint`; a CA
+/// file this machine cannot read) is left out and noted, for the log at start and for
+/// `actiongate check`. `var` reads the environment (`TRACING_SERVICE_NAME`).
 pub fn read(
     section: Option<&Value>,
     file: &Path,
     var: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<TraceSettings>, ConfigError> {
+) -> Option<TraceSettings> {
+    let at = file.display();
+    let mut notes = Vec::new();
     let entries: Vec<(String, &Mapping)> = match section {
-        None | Some(Value::Null) => return Ok(None),
+        None | Some(Value::Null) => return None,
         Some(Value::Mapping(m)) => vec![("tracing".to_owned(), m)],
         Some(Value::Sequence(list)) => list
             .iter()
             .enumerate()
-            .map(|(i, v)| match v {
-                Value::Mapping(m) => Ok((format!("tracing[{i}]"), m)),
-                _ => Err(ConfigError::new(
-                    file,
-                    format!("tracing[{i}]"),
-                    "expected a mapping",
-                )),
+            .filter_map(|(i, v)| match v {
+                Value::Mapping(m) => Some((format!("tracing[{i}]"), m)),
+                _ => {
+                    notes.push(format!("{at}: tracing[{i}]: not a mapping; left out"));
+                    None
+                }
             })
-            .collect::<Result<_, _>>()?,
+            .collect(),
         Some(_) => {
-            return Err(ConfigError::new(
-                file,
-                "tracing",
-                "expected a mapping (or a list of them)",
-            ))
+            notes.push(format!(
+                "{at}: tracing: not a mapping (or a list of them); left out"
+            ));
+            Vec::new()
         }
     };
-    let mut notes = Vec::new();
     let mut exports = Vec::new();
     let mut names = Vec::new();
     for (key, entry) in entries {
-        let text = |name: &str| {
-            text(entry, name).map_err(|r| ConfigError::new(file, format!("{key}.{name}"), r))
-        };
-        if let Some(name) = text("service_name")? {
-            names.push(name);
-        }
-        match text("type")?.as_deref() {
-            Some("otlp") => {
-                let endpoint = text("endpoint")?.filter(|e| !e.is_empty()).ok_or_else(|| {
-                    ConfigError::new(
-                        file,
-                        format!("{key}.endpoint"),
-                        "an otlp exporter needs an endpoint",
-                    )
-                })?;
-                if endpoint.trim_end_matches('/').ends_with(":4318") {
-                    notes.push(format!("{key}.endpoint: 4318 is OTLP/HTTP's port; spans are sent with OTLP over gRPC (4317), as rasa-sdk sends them"));
+        let mut said = Vec::new();
+        let read = export(&key, entry, &mut said);
+        notes.extend(said.into_iter().map(|note| format!("{at}: {note}")));
+        match read {
+            Ok(Some(export)) => {
+                if let Ok(Some(name)) = text(entry, "service_name") {
+                    names.push(name);
                 }
-                let insecure = flag(entry, "insecure")
-                    .map_err(|r| ConfigError::new(file, format!("{key}.insecure"), r))?
-                    .unwrap_or_else(|| endpoint.starts_with("http://"));
-                let root_certificates = match text("root_certificates")? {
-                    None => None,
-                    Some(_) if insecure => {
-                        notes.push(format!("{key}.root_certificates: not used, since the exporter is insecure (as rasa-sdk)"));
-                        None
-                    }
-                    Some(path) => Some(pem(&path).map_err(|r| {
-                        ConfigError::new(file, format!("{key}.root_certificates"), r)
-                    })?),
-                };
-                exports.push(TraceExport {
-                    endpoint,
-                    insecure,
-                    root_certificates,
-                    basic_auth: None,
-                });
+                exports.push(export);
             }
-            Some("jaeger") => {
-                let host = text("host")?.unwrap_or_else(|| "localhost".to_owned());
-                let port = match text("port")? {
-                    None => JAEGER_OTLP_PORT,
-                    Some(p) => {
-                        let port: u16 = p.parse().map_err(|_| {
-                            ConfigError::new(file, format!("{key}.port"), "expected a port number")
-                        })?;
-                        if JAEGER_THRIFT_PORTS.contains(&port) {
-                            notes.push(format!(
-                                "{key}: port {port} is Jaeger's Thrift port; spans go to Jaeger's OTLP port {JAEGER_OTLP_PORT} on {host}"
-                            ));
-                            JAEGER_OTLP_PORT
-                        } else {
-                            port
-                        }
-                    }
-                };
-                let basic_auth = match (text("username")?, text("password")?) {
-                    (Some(user), password) => Some((user, password.unwrap_or_default())),
-                    _ => None,
-                };
-                exports.push(TraceExport {
-                    endpoint: format!("{host}:{port}"),
-                    insecure: true,
-                    root_certificates: None,
-                    basic_auth,
-                });
-            }
-            other => notes.push(format!(
-                "{key}: type {} is not a tracing backend rasa-sdk knows; left out",
-                other.unwrap_or("(none)")
-            )),
+            Ok(None) => {}
+            Err(why) => notes.push(format!("{at}: {key}: {why}; left out")),
         }
-    }
-    if exports.is_empty() {
-        return Ok(None);
     }
     names.dedup();
     if names.len() > 1 {
         notes.push(format!(
-            "tracing: one service name is used for every exporter: {}",
+            "{at}: tracing: one service name is used for every exporter: {}",
             names[0]
         ));
     }
@@ -153,11 +91,97 @@ pub fn read(
         .or_else(|| var("TRACING_SERVICE_NAME"))
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_owned());
-    Ok(Some(TraceSettings {
+    Some(TraceSettings {
         service_name,
         exports,
         notes,
-    }))
+    })
+}
+
+/// One entry: where it exports, `None` for a type rasa-sdk does not know (noted).
+fn export(
+    key: &str,
+    entry: &Mapping,
+    notes: &mut Vec<String>,
+) -> Result<Option<TraceExport>, String> {
+    let text = |name: &str| text(entry, name).map_err(|r| format!("{name}: {r}"));
+    match text("type")?.as_deref() {
+        Some("otlp") => {
+            let endpoint = text("endpoint")?
+                .filter(|e| !e.is_empty())
+                .ok_or("an otlp exporter needs an endpoint")?;
+            if endpoint.trim_end_matches('/').ends_with(":4318") {
+                notes.push(format!("{key}.endpoint: 4318 is OTLP/HTTP's port; spans are sent with OTLP over gRPC (4317), as rasa-sdk sends them"));
+            }
+            let flagged = flag(entry, "insecure").map_err(|r| format!("insecure: {r}"))?;
+            // A scheme decides, as in OpenTelemetry's exporters; `insecure` is for an
+            // endpoint without one (default false: TLS).
+            let insecure = match endpoint.split_once("://").map(|(scheme, _)| scheme) {
+                Some("http") => true,
+                Some("https") => false,
+                Some(other) => {
+                    return Err(format!(
+                        "endpoint: the scheme {other}:// is neither http nor https"
+                    ))
+                }
+                None => flagged.unwrap_or(false),
+            };
+            if flagged.is_some_and(|f| f != insecure) {
+                notes.push(format!(
+                    "{key}.insecure: the endpoint's scheme decides: {}",
+                    if insecure { "plain" } else { "TLS" }
+                ));
+            }
+            let root_certificates = match text("root_certificates")? {
+                None => None,
+                Some(_) if insecure => {
+                    notes.push(format!("{key}.root_certificates: not used, since the exporter is insecure (as rasa-sdk)"));
+                    None
+                }
+                Some(path) => Some(pem(&path).map_err(|r| format!("root_certificates: {r}"))?),
+            };
+            Ok(Some(TraceExport {
+                endpoint,
+                insecure,
+                root_certificates,
+                basic_auth: None,
+            }))
+        }
+        Some("jaeger") => {
+            let host = text("host")?.unwrap_or_else(|| "localhost".to_owned());
+            let port = match text("port")? {
+                None => JAEGER_OTLP_PORT,
+                Some(p) => {
+                    let port: u16 = p.parse().map_err(|_| "port: expected a port number")?;
+                    if JAEGER_THRIFT_PORTS.contains(&port) {
+                        notes.push(format!(
+                            "{key}: port {port} is Jaeger's Thrift port; spans go to Jaeger's OTLP port {JAEGER_OTLP_PORT} on {host}"
+                        ));
+                        JAEGER_OTLP_PORT
+                    } else {
+                        port
+                    }
+                }
+            };
+            let basic_auth = match (text("username")?, text("password")?) {
+                (Some(user), password) => Some((user, password.unwrap_or_default())),
+                _ => None,
+            };
+            Ok(Some(TraceExport {
+                endpoint: format!("{host}:{port}"),
+                insecure: true,
+                root_certificates: None,
+                basic_auth,
+            }))
+        }
+        other => {
+            notes.push(format!(
+                "{key}: type {} is not a tracing backend rasa-sdk knows; left out",
+                other.unwrap_or("(none)")
+            ));
+            Ok(None)
+        }
+    }
 }
 
 /// A key's value as text (a number is its digits); `None` when absent or null.
@@ -201,36 +225,51 @@ fn pem(path: &str) -> Result<Vec<u8>, String> {
 mod tests {
     use super::*;
 
-    fn parse(yaml: &str) -> Result<Option<TraceSettings>, ConfigError> {
+    fn parse(yaml: &str) -> Option<TraceSettings> {
         let value: Value = serde_yaml_ng::from_str(yaml).unwrap();
         read(value.get("tracing"), Path::new("e.yml"), &|_| None)
     }
 
+    fn left_out(yaml: &str) -> bool {
+        parse(yaml).is_some_and(|t| t.exports.is_empty() && !t.notes.is_empty())
+    }
+
     #[test]
     fn otlp_as_rasa_writes_it() {
-        let t = parse("tracing:\n  type: otlp\n  endpoint: collector:4317\n  insecure: true\n  service_name: my-actions\n")
-            .unwrap()
-            .unwrap();
+        let t = parse("tracing:\n  type: otlp\n  endpoint: collector:4317\n  insecure: true\n  service_name: my-actions\n").unwrap();
         assert_eq!(t.service_name, "my-actions");
         assert_eq!(t.exports.len(), 1);
         assert_eq!(t.exports[0].url(), "http://collector:4317");
         assert!(t.exports[0].insecure);
         // Secure by default, as rasa-sdk's exporter is.
-        let t = parse("tracing:\n  type: otlp\n  endpoint: collector:4317\n")
-            .unwrap()
-            .unwrap();
+        let t = parse("tracing:\n  type: otlp\n  endpoint: collector:4317\n").unwrap();
         assert_eq!(t.exports[0].url(), "https://collector:4317");
+        assert!(!t.exports[0].insecure);
         assert_eq!(t.service_name, DEFAULT_SERVICE_NAME);
         // A replaced variable is text; "false" means false.
-        let t = parse("tracing:\n  type: otlp\n  endpoint: http://c:4317\n  insecure: 'false'\n")
-            .unwrap()
+        let t = parse("tracing:\n  type: otlp\n  endpoint: c:4317\n  insecure: 'false'\n").unwrap();
+        assert!(!t.exports[0].insecure);
+        // The scheme decides; an `insecure` that disagrees is noted.
+        let t = parse("tracing:\n  type: otlp\n  endpoint: https://c:4317\n  insecure: true\n")
             .unwrap();
         assert!(!t.exports[0].insecure);
-        let err = parse("tracing:\n  type: otlp\n  insecure: true\n").unwrap_err();
-        assert_eq!(err.key, "tracing.endpoint", "{err}");
-        let err =
-            parse("tracing:\n  type: otlp\n  endpoint: c:1\n  insecure: maybe\n").unwrap_err();
-        assert_eq!(err.key, "tracing.insecure", "{err}");
+        assert!(
+            t.notes.iter().any(|n| n.contains("scheme decides")),
+            "{:?}",
+            t.notes
+        );
+        assert!(
+            parse("tracing:\n  type: otlp\n  endpoint: http://c:4317\n")
+                .unwrap()
+                .exports[0]
+                .insecure
+        );
+        // What cannot be used is left out, never a reason not to start.
+        assert!(left_out("tracing:\n  type: otlp\n  insecure: true\n"));
+        assert!(left_out(
+            "tracing:\n  type: otlp\n  endpoint: c:1\n  insecure: maybe\n"
+        ));
+        assert!(left_out("tracing:\n  type: otlp\n  endpoint: ftp://c:1\n"));
     }
 
     #[test]
@@ -246,21 +285,25 @@ mod tests {
             "tracing:\n  type: otlp\n  endpoint: c:4317\n  root_certificates: {}\n",
             ca.display()
         );
-        let t = parse(&yaml).unwrap().unwrap();
+        let t = parse(&yaml).unwrap();
         assert!(t.exports[0].root_certificates.is_some());
-        let missing =
-            "tracing:\n  type: otlp\n  endpoint: c:4317\n  root_certificates: /nowhere/ca.pem\n";
-        let err = parse(missing).unwrap_err();
-        assert_eq!(err.key, "tracing.root_certificates");
+        let missing = "tracing:\n  - type: otlp\n    endpoint: c:4317\n    root_certificates: /nowhere/ca.pem\n  - type: jaeger\n";
+        let t = parse(missing).unwrap();
+        assert_eq!(t.exports.len(), 1, "the other entry still exports");
+        assert!(
+            t.notes
+                .iter()
+                .any(|n| n.contains("tracing[0]: root_certificates")),
+            "{:?}",
+            t.notes
+        );
         std::fs::write(&ca, "not a certificate").unwrap();
-        assert!(parse(&yaml).is_err());
+        assert!(left_out(&yaml));
     }
 
     #[test]
     fn jaeger_goes_to_jaegers_otlp_port() {
-        let t = parse("tracing:\n  type: jaeger\n  host: jaeger\n  port: 6831\n  username: u\n  password: p\n")
-            .unwrap()
-            .unwrap();
+        let t = parse("tracing:\n  type: jaeger\n  host: jaeger\n  port: 6831\n  username: u\n  password: p\n").unwrap();
         assert_eq!(t.exports[0].url(), "http://jaeger:4317");
         assert_eq!(t.exports[0].basic_auth, Some(("u".into(), "p".into())));
         assert!(
@@ -268,19 +311,15 @@ mod tests {
             "{:?}",
             t.notes
         );
-        let t = parse("tracing:\n  type: jaeger\n").unwrap().unwrap();
+        let t = parse("tracing:\n  type: jaeger\n").unwrap();
         assert_eq!(t.exports[0].url(), "http://localhost:4317");
-        let t = parse("tracing:\n  type: jaeger\n  port: 14317\n")
-            .unwrap()
-            .unwrap();
+        let t = parse("tracing:\n  type: jaeger\n  port: 14317\n").unwrap();
         assert_eq!(t.exports[0].url(), "http://localhost:14317");
     }
 
     #[test]
     fn a_list_exports_to_each_and_unknown_types_are_left_out() {
-        let t = parse("tracing:\n  - type: jaeger\n    host: j\n  - type: otlp\n    endpoint: http://o:4317\n  - type: zipkin\n")
-            .unwrap()
-            .unwrap();
+        let t = parse("tracing:\n  - type: jaeger\n    host: j\n  - type: otlp\n    endpoint: http://o:4317\n  - type: zipkin\n  - 3\n").unwrap();
         let urls: Vec<String> = t.exports.iter().map(TraceExport::url).collect();
         assert_eq!(urls, ["http://j:4317", "http://o:4317"]);
         assert!(
@@ -288,17 +327,20 @@ mod tests {
             "{:?}",
             t.notes
         );
-        let http = parse("tracing:\n  type: otlp\n  endpoint: http://otel:4318\n")
-            .unwrap()
-            .unwrap();
+        assert!(
+            t.notes.iter().any(|n| n.contains("tracing[3]")),
+            "{:?}",
+            t.notes
+        );
+        let http = parse("tracing:\n  type: otlp\n  endpoint: http://otel:4318\n").unwrap();
         assert!(
             http.notes.iter().any(|n| n.contains("4318")),
             "{:?}",
             http.notes
         );
-        assert_eq!(parse("tracing:\n  type: zipkin\n").unwrap(), None);
-        assert_eq!(parse("nlg: {}\n").unwrap(), None);
-        assert!(parse("tracing: 3\n").is_err());
+        assert!(left_out("tracing:\n  type: zipkin\n"));
+        assert!(parse("nlg: {}\n").is_none());
+        assert!(left_out("tracing: 3\n"));
     }
 
     #[test]
@@ -307,7 +349,6 @@ mod tests {
         let t = read(value.get("tracing"), Path::new("e.yml"), &|name| {
             (name == "TRACING_SERVICE_NAME").then(|| "from-env".to_owned())
         })
-        .unwrap()
         .unwrap();
         assert_eq!(t.service_name, "from-env");
     }

@@ -612,6 +612,7 @@ impl Guard {
         let (outcome, key) = match checked {
             Err(outcome) => {
                 decided(&checks, &outcome);
+                drop(checks);
                 (outcome, None)
             }
             Ok(confirmation) => {
@@ -685,10 +686,14 @@ impl Guard {
             .read_and_compare(&confirmation)
             .instrument(facts.clone())
             .await;
+        if let Err(refusal) = &compared {
+            decided(&facts, refusal);
+        }
+        // Each step's span ends with the step: the steps after it are its siblings.
+        drop(facts);
         let (current, review) = match compared {
             Ok(current) => current,
             Err(refusal) => {
-                decided(&facts, &refusal);
                 // R3: another delivery of the same "yes" may have claimed and applied it
                 // since the lookup above, moving the record on: then its outcome is the
                 // answer.
@@ -790,7 +795,12 @@ impl Guard {
     ) -> Result<Outcome, StoreError> {
         let key = &confirmation.request_key;
         let claim = step!("guard.claim");
-        match self.store.claim(&op).instrument(claim.clone()).await? {
+        let claimed = self.store.claim(&op).instrument(claim.clone()).await?;
+        if matches!(claimed, Claim::SubscriptionBusy) {
+            decided(&claim, &pending());
+        }
+        drop(claim);
+        match claimed {
             Claim::Claimed => {}
             // R3: another delivery of the same "yes" got here first.
             Claim::KeyTaken => {
@@ -798,10 +808,7 @@ impl Guard {
                 return self.replay(op).await;
             }
             // R2: another confirmation's command for this subscription is unresolved.
-            Claim::SubscriptionBusy => {
-                decided(&claim, &pending());
-                return Ok(pending());
-            }
+            Claim::SubscriptionBusy => return Ok(pending()),
         }
         // 14. The account's budget.
         let rate = self.config.rate;

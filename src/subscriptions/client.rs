@@ -237,7 +237,7 @@ impl ServiceClient {
                 .request(&turn, reqwest::Method::GET, &path)
                 .send()
                 .await
-                .map_err(ServiceError::Unreachable)?;
+                .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
             answered(&response);
             read_json(response).await
         }
@@ -255,7 +255,7 @@ impl ServiceClient {
                 .request(&turn, reqwest::Method::GET, &path)
                 .send()
                 .await
-                .map_err(ServiceError::Unreachable)?;
+                .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
             answered(&response);
             if response.status() == StatusCode::NOT_FOUND {
                 return Ok(None);
@@ -285,7 +285,7 @@ impl ServiceClient {
                 .request(&turn, reqwest::Method::GET, &path)
                 .send()
                 .await
-                .map_err(ServiceError::Unreachable)?;
+                .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
             answered(&response);
             match response.status() {
                 StatusCode::OK => read_json(response).await.map(KeyState::Made),
@@ -339,8 +339,10 @@ impl ServiceClient {
                     answered(&response);
                     response
                 }
-                Err(e) if e.is_connect() => return CommandOutcome::NotSent(e.to_string()),
-                Err(e) => return CommandOutcome::Unknown(e.to_string()),
+                Err(e) if e.is_connect() => {
+                    return CommandOutcome::NotSent(e.without_url().to_string())
+                }
+                Err(e) => return CommandOutcome::Unknown(e.without_url().to_string()),
             };
             let status = response.status();
             let replayed = response
@@ -420,7 +422,7 @@ enum ReadError {
 impl From<ReadError> for ServiceError {
     fn from(e: ReadError) -> Self {
         match e {
-            ReadError::Lost(e) => ServiceError::Unreachable(e),
+            ReadError::Lost(e) => ServiceError::Unreachable(e.without_url()),
             ReadError::TooLarge => ServiceError::Invalid(e.to_string()),
         }
     }
@@ -596,6 +598,51 @@ mod tests {
 
     use super::testing::service;
     use super::*;
+
+    /// A call made inside a traced span carries the trace to the service (`traceparent`),
+    /// so the service can continue it; with nothing traced, no header.
+    #[tokio::test]
+    async fn a_traced_call_carries_its_trace_to_the_service() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        crate::telemetry::install_crypto();
+        async fn head_of_one_call(listener: &TcpListener) -> String {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                stream.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            stream
+                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .unwrap();
+            String::from_utf8_lossy(&head).to_ascii_lowercase()
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let client = ServiceClient::new(&url, Duration::from_secs(5), None).unwrap();
+        let (layer, _traces) = actionserver::trace_layer("test", &[]).unwrap();
+        let _traced = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+        let span = tracing::info_span!(target: crate::telemetry::SPAN_TARGET, "a call");
+        let traceparent = span.in_scope(actionserver::current_traceparent).unwrap();
+        let trace_id = traceparent.split('-').nth(1).unwrap().to_owned();
+        let (head, read) = tokio::join!(
+            head_of_one_call(&listener),
+            client.get("WS-SUB-3304").instrument(span)
+        );
+        assert!(matches!(read, Ok(None)), "{read:?}");
+        let sent = head
+            .lines()
+            .find_map(|l| l.strip_prefix("traceparent: "))
+            .unwrap_or_else(|| panic!("no traceparent in {head}"));
+        assert_eq!(sent.split('-').nth(1), Some(trace_id.as_str()), "{sent}");
+        assert_ne!(sent, traceparent, "the call's own span is the parent there");
+        // Not traced (no exporter): no header.
+        drop(_traced);
+        let (head, _) = tokio::join!(head_of_one_call(&listener), client.get("WS-SUB-3304"));
+        assert!(!head.contains("traceparent"), "{head}");
+    }
 
     #[test]
     fn each_thread_has_its_own_client_and_a_dropped_family_is_forgotten() {

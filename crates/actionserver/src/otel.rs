@@ -138,7 +138,8 @@ mod export {
     }
 
     impl TraceExport {
-        /// The endpoint with its scheme.
+        /// The endpoint with its scheme: its own when it has one (`insecure` must agree),
+        /// else `http://` when `insecure` and `https://` when not.
         pub fn url(&self) -> String {
             if self.endpoint.contains("://") {
                 self.endpoint.clone()
@@ -191,11 +192,14 @@ mod export {
                 .with_tonic()
                 .with_endpoint(export.url())
                 .with_timeout(Duration::from_secs(10));
-            if let Some(pem) = &export.root_certificates {
-                builder = builder.with_tls_config(
-                    tonic::transport::ClientTlsConfig::new()
-                        .ca_certificate(tonic::transport::Certificate::from_pem(pem)),
-                );
+            // Over TLS, the collector's certificate chains to the given CA only, as
+            // rasa-sdk's exporter has it, or else to one of the public roots.
+            if !export.insecure {
+                let tls = tonic::transport::ClientTlsConfig::new();
+                builder = builder.with_tls_config(match &export.root_certificates {
+                    Some(pem) => tls.ca_certificate(tonic::transport::Certificate::from_pem(pem)),
+                    None => tls.with_webpki_roots(),
+                });
             }
             if let Some((user, password)) = &export.basic_auth {
                 use base64::Engine as _;
@@ -220,13 +224,16 @@ mod export {
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
-            .with_filter(filter_fn(|meta| {
-                if meta.is_span() {
-                    meta.target().ends_with("::otel")
-                } else {
-                    *meta.level() <= tracing::Level::WARN
-                }
-            }));
+            .with_filter(
+                filter_fn(|meta| {
+                    if meta.is_span() {
+                        meta.target().ends_with("::otel")
+                    } else {
+                        *meta.level() <= tracing::Level::WARN
+                    }
+                })
+                .with_max_level_hint(tracing::Level::INFO),
+            );
         Ok((layer, Traces { provider }))
     }
 
