@@ -1,19 +1,30 @@
 //! The guard: the checks of CONTRACT.md section 4, in order, in one place; the only
-//! maker of a [`ConfirmedChange`], which is the only way to send a command.
+//! maker of a [`ConfirmedChange`], which is the only way to send a command. Along its
+//! story: [`inputs`] (the tracker read once), [`checks`] (the pure checks), [`guard`]
+//! (the orchestration and the repeats R1–R3), [`send`] (step 15), [`approvals`]
+//! (changes a person approves), [`reconcile`] (unknown outcomes, by the facts) and
+//! [`notify`] (telling Rasa of a decision).
 
+mod approvals;
+mod checks;
 mod guard;
 pub mod identity;
+mod inputs;
+mod notify;
 pub mod outcome;
 pub mod plain_yes;
 pub mod question;
+mod reconcile;
+mod send;
 
 pub use crate::conversation::Signals;
-pub use guard::{
-    check_conversation, compare_facts, current_terms, request_key, ApplyInputs, Confirmation,
-    ConfirmedChange, Guard, Memory, Template,
-};
+pub use approvals::Decision;
+pub use checks::{check_conversation, compare_facts, current_terms, request_key, Confirmation};
+pub use guard::Guard;
 pub use identity::IdentityConfig;
+pub use inputs::{ApplyInputs, Memory, Template};
 pub use outcome::{Outcome, Reason, Status, Terms};
+pub use send::ConfirmedChange;
 
 use std::time::Duration;
 

@@ -1,0 +1,92 @@
+//! Unknown outcomes resolved by the service's facts alone (CONTRACT.md section 4): a
+//! command left sent or unknown is asked about by its request key (`GET
+//! /v1/changes/{key}`), made, in flight, or never received and fenced; never "failed"
+//! by guess.
+
+use std::time::Duration;
+
+use super::guard::Guard;
+use super::outcome::{Outcome, Reason, Status, Terms};
+use super::send::{applied, not_sent, pending, recorded};
+use crate::store::{now_ms, OpState, Operation, StoreError};
+use crate::subscriptions::client::KeyState;
+
+impl Guard {
+    /// Resolves an unknown operation by asking the service about its request key.
+    pub async fn reconcile(&self, op: &Operation) -> Result<Outcome, StoreError> {
+        if op.state.is_final() {
+            return Ok(recorded(op));
+        }
+        if op.state == OpState::Claimed {
+            // A fresh claim is another call's, about to send: leave it be.
+            if now_ms() - op.updated_at < self.config.in_flight_wait.as_millis() as i64 {
+                return Ok(pending());
+            }
+            // Claimed and left (the process stopped before sending): nothing was sent. Only
+            // if it is still exactly as seen: a claim that moved on to sent is not touched.
+            if self
+                .store
+                .release_stale_claim(&op.request_key, op.updated_at)
+                .await?
+            {
+                return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+            }
+            return match self.store.operation(&op.request_key).await? {
+                Some(now) if now.state != OpState::Claimed => Box::pin(self.reconcile(&now)).await,
+                _ => Ok(pending()),
+            };
+        }
+        // Only the service's answer about the key resolves it (CONTRACT.md section 4):
+        // made, in flight, or void and fenced. Never the time passed, nor a 404 from a
+        // service that cannot fence the key.
+        match self.client.change_by_key(&op.request_key).await {
+            Ok(KeyState::Made(_change)) => {
+                let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
+                let outcome = applied(&terms);
+                let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+                if !self
+                    .store
+                    .set_state(&op.request_key, OpState::Applied, Some(&json))
+                    .await?
+                {
+                    // Resolved meanwhile: what was recorded stands.
+                    if let Some(now) = self.store.operation(&op.request_key).await? {
+                        return Ok(recorded(&now));
+                    }
+                }
+                Ok(outcome)
+            }
+            Ok(KeyState::Void) => {
+                let outcome = not_sent();
+                let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+                if !self
+                    .store
+                    .set_state(&op.request_key, OpState::Failed, Some(&json))
+                    .await?
+                {
+                    // Resolved meanwhile (an event said it was applied): that stands.
+                    if let Some(now) = self.store.operation(&op.request_key).await? {
+                        return Ok(recorded(&now));
+                    }
+                }
+                Ok(outcome)
+            }
+            Ok(KeyState::InFlight | KeyState::NotFound) => Ok(pending()),
+            Err(e) => {
+                tracing::warn!(error = %e, request_key = %op.request_key, "could not reconcile");
+                Ok(pending())
+            }
+        }
+    }
+
+    /// Resolves every operation left sent or unknown for longer than `min_age`.
+    pub async fn reconcile_all(&self, min_age: Duration) -> Result<usize, StoreError> {
+        let mut resolved = 0;
+        for op in self.store.unresolved(min_age).await? {
+            if self.reconcile(&op).await?.status != Status::PendingVerification {
+                resolved += 1;
+            }
+        }
+        Ok(resolved)
+    }
+}
