@@ -271,6 +271,9 @@ async fn main() {
     // asking about those too only crowded the rounds (each call meets the injected faults)
     // and let the deadline pass with made changes still unasked.
     let pending = std::mem::take(&mut stats.lock().unwrap().pending);
+    // A command the client gave up on may still be at the service (its injected delay is
+    // 2.5 s): let every one land before telling made from never made.
+    tokio::time::sleep(Duration::from_secs(10)).await;
     let reads = pending
         .iter()
         .map(|(id, _)| get_record(&http, &args.service, id));
