@@ -94,9 +94,7 @@ impl Guard {
             note,
         )
         .await?;
-        if let Some(rasa) = &self.notifier {
-            rasa.decided(&held, &outcome).await;
-        }
+        self.tell_rasa(&held, &outcome).await;
         Ok(Some(Decision {
             outcome,
             decided: true,
@@ -200,9 +198,7 @@ impl Guard {
             Some(note),
         )
         .await?;
-        if let Some(rasa) = &self.notifier {
-            rasa.decided(&held, &outcome).await;
-        }
+        self.tell_rasa(&held, &outcome).await;
         Ok(Some(Decision {
             outcome,
             decided: true,
@@ -242,9 +238,7 @@ impl Guard {
             if let Some(held) = self.store.approval(key).await? {
                 self.audit_decision(&held, "expire_subscription_change", "-", &outcome, None)
                     .await?;
-                if let Some(rasa) = &self.notifier {
-                    rasa.decided(&held, &outcome).await;
-                }
+                self.tell_rasa(&held, &outcome).await;
             }
         }
         Ok(keys.len())

@@ -75,6 +75,15 @@ impl RasaNotifier {
     }
 }
 
+impl super::Guard {
+    /// Tells the conversation a person's decision, when Rasa's API is configured.
+    pub(super) async fn tell_rasa(&self, held: &Approval, outcome: &Outcome) {
+        if let Some(rasa) = &self.notifier {
+            rasa.decided(held, outcome).await;
+        }
+    }
+}
+
 /// What a sender id must have escaped to be one path segment: Rasa reads the segment as
 /// written, so nothing else is encoded (an id of letters, digits, `-` and `_` goes as is).
 const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
