@@ -35,17 +35,23 @@
 
 mod action;
 mod allocator;
+mod forms;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod otel;
 mod protocol;
 mod server;
+pub mod testing;
 
 pub use action::{
     Action, ActionCall, ActionError, ActionResult, Dispatcher, DuplicateAction, RegisteredAction,
-    Registry,
+    Registry, State,
 };
 pub use allocator::keep_freed_memory;
+pub use forms::{
+    SlotContext, SlotValidator, SlotValues, ValidateForm, ValidateSlotMappings,
+    ACTION_VALIDATE_SLOT_MAPPINGS, REQUESTED_SLOT,
+};
 #[cfg(feature = "grpc")]
 pub use grpc::{
     convert as grpc_convert, proto as grpc_proto, status_of as grpc_status_of, GrpcError, GrpcTls,
@@ -60,10 +66,11 @@ pub use protocol::events::{
 };
 pub use protocol::tracker::ActiveLoop;
 pub use protocol::{
-    ActionResponse, Event, EventKind, Message, OutEvent, RawEvent, Slots, Tracker, WebhookRequest,
+    ActionResponse, Button, Event, EventKind, Message, OutEvent, RawEvent, Slots, Tracker,
+    WebhookRequest,
 };
 pub use server::body::decode as decode_body;
 pub use server::{
     paced_bodies, refuse_over_cap, serve, ActionServer, ApiError, BodyBudget, BodyLimits,
-    CorsPolicy, Pace, PeerLimit, ReadinessCheck, ServerSettings, DEFAULT_BODY_BUDGET,
+    CorsPolicy, HttpExtras, Pace, PeerLimit, ReadinessCheck, ServerSettings, DEFAULT_BODY_BUDGET,
 };

@@ -322,9 +322,11 @@ pub fn status_of(error: &ApiError) -> Status {
             message,
             action_name,
         } => Status::internal(json!({"action_name": action_name, "message": message}).to_string()),
-        ApiError::ActionFailed { action_name, .. } => Status::internal(
-            json!({"action_name": action_name, "message": error.to_string()}).to_string(),
-        ),
+        ApiError::ActionFailed { action_name, .. } | ApiError::TimedOut { action_name, .. } => {
+            Status::internal(
+                json!({"action_name": action_name, "message": error.to_string()}).to_string(),
+            )
+        }
         ApiError::Unauthorized => Status::unauthenticated(error.to_string()),
         ApiError::TooLarge { .. } | ApiError::Busy(_) => {
             Status::resource_exhausted(error.to_string())

@@ -420,24 +420,147 @@ impl Event {
     }
 }
 
-/// An event an action returns, serialised exactly as rasa-sdk writes it (key order,
-/// `"timestamp": null`).
+/// An event an action returns, serialised exactly as rasa-sdk's constructor of the same
+/// name writes it (its keys, in its order, `"timestamp": null` unless set). Build them with
+/// the constructors below ([`OutEvent::slot`], [`OutEvent::reminder`], ...), one per event
+/// rasa-sdk's `rasa_sdk.events` offers; [`OutEvent::Raw`] passes anything else through.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(untagged)]
 pub enum OutEvent {
+    /// `SlotSet`.
     Slot {
+        /// `"slot"`.
         event: &'static str,
+        /// When it happened (`None`: Rasa stamps it).
         timestamp: Option<f64>,
+        /// The slot.
         name: String,
+        /// Its new value (`null` resets it).
         value: Value,
     },
+    /// `FollowupAction`.
     Followup {
+        /// `"followup"`.
         event: &'static str,
+        /// When it happened (`None`: Rasa stamps it).
         timestamp: Option<f64>,
+        /// The action Rasa runs next.
         name: String,
     },
+    /// An event with nothing but its kind: `Restarted`, `SessionStarted`,
+    /// `UserUtteranceReverted`, `AllSlotsReset`, `ActionReverted`, `StoryExported`,
+    /// `ConversationPaused`, `ConversationResumed`.
     Bare {
+        /// Its kind (`"restart"`, `"pause"`, ...).
         event: &'static str,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+    },
+    /// `SessionEnded`, with its metadata.
+    SessionEnded {
+        /// `"session_ended"`.
+        event: &'static str,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+        /// Why or how the session ended, for whoever reads the tracker.
+        metadata: Option<Value>,
+    },
+    /// `UserUttered`: a message put in the customer's mouth.
+    User {
+        /// `"user"`.
+        event: &'static str,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+        /// The message.
+        text: Option<String>,
+        /// Its intent and entities, as NLU writes them.
+        parse_data: Option<Value>,
+        /// The channel it is said to come from.
+        input_channel: Option<String>,
+    },
+    /// `BotUttered`: a message recorded as sent (not sent: use the dispatcher for that).
+    Bot {
+        /// `"bot"`.
+        event: &'static str,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+        /// The message.
+        text: Option<String>,
+        /// Buttons, images and the rest of a rich message.
+        data: Option<Value>,
+        /// Metadata, such as `utter_action`.
+        metadata: Option<Value>,
+    },
+    /// `ReminderScheduled`: Rasa triggers `intent` at `date_time`.
+    Reminder {
+        /// `"reminder"`.
+        event: &'static str,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+        /// The intent Rasa triggers.
+        intent: String,
+        /// Entities that come with it.
+        entities: Option<Value>,
+        /// When, in ISO 8601 as Python's `isoformat()` writes it.
+        date_time: String,
+        /// The reminder's name, to cancel it by.
+        name: Option<String>,
+        /// Whether a message from the customer before then cancels it.
+        kill_on_user_msg: bool,
+    },
+    /// `ReminderCancelled`: by name, or by intent and entities.
+    CancelReminder {
+        /// `"cancel_reminder"`.
+        event: &'static str,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+        /// The intent of the reminders to cancel.
+        intent: Option<String>,
+        /// The entities of the reminders to cancel.
+        entities: Option<Value>,
+        /// The name of the reminder to cancel.
+        name: Option<String>,
+    },
+    /// `ActionExecuted` and `ActionExecutionRejected` (rasa-sdk writes the timestamp last).
+    Action {
+        /// `"action"` or `"action_execution_rejected"`.
+        event: &'static str,
+        /// The action.
+        name: String,
+        /// The policy that chose it.
+        policy: Option<String>,
+        /// How sure that policy was.
+        confidence: Option<f64>,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+    },
+    /// `AgentUttered`.
+    Agent {
+        /// `"agent"`.
+        event: &'static str,
+        /// The message.
+        text: Option<String>,
+        /// Its data.
+        data: Option<Value>,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+    },
+    /// `ActiveLoop`: a form or loop starts (`Some`) or ends (`None`).
+    ActiveLoop {
+        /// `"active_loop"`.
+        event: &'static str,
+        /// The loop, or `None` to end the active one.
+        name: Option<String>,
+        /// When it happened (`None`: Rasa stamps it).
+        timestamp: Option<f64>,
+    },
+    /// `LoopInterrupted`.
+    LoopInterrupted {
+        /// `"loop_interrupted"`.
+        event: &'static str,
+        /// Whether the loop is interrupted.
+        is_interrupted: bool,
+        /// When it happened (`None`: Rasa stamps it).
         timestamp: Option<f64>,
     },
     /// Any other event, passed through as given.
@@ -464,13 +587,281 @@ impl OutEvent {
         }
     }
 
-    /// `Restarted()`, `AllSlotsReset()`, `ConversationPaused()` and the other bare events.
+    /// An event of this kind with no fields of its own; prefer the named constructors
+    /// ([`OutEvent::restarted`], ...), which cannot misspell the kind.
     pub fn bare(event: &'static str) -> Self {
         Self::Bare {
             event,
             timestamp: None,
         }
     }
+
+    /// `Restarted()`: Rasa forgets the conversation so far.
+    pub fn restarted() -> Self {
+        Self::bare("restart")
+    }
+
+    /// `SessionStarted()`.
+    pub fn session_started() -> Self {
+        Self::bare("session_started")
+    }
+
+    /// `SessionEnded(metadata)`: the session ends and cannot be resumed.
+    pub fn session_ended(metadata: Option<Value>) -> Self {
+        Self::SessionEnded {
+            event: "session_ended",
+            timestamp: None,
+            metadata,
+        }
+    }
+
+    /// `UserUtteranceReverted()`: the last customer message and what followed it are undone.
+    pub fn user_utterance_reverted() -> Self {
+        Self::bare("rewind")
+    }
+
+    /// `AllSlotsReset()`.
+    pub fn all_slots_reset() -> Self {
+        Self::bare("reset_slots")
+    }
+
+    /// `ActionReverted()`: the last action is undone.
+    pub fn action_reverted() -> Self {
+        Self::bare("undo")
+    }
+
+    /// `StoryExported()`.
+    pub fn story_exported() -> Self {
+        Self::bare("export")
+    }
+
+    /// `ConversationPaused()`: Rasa stops predicting actions until resumed.
+    pub fn conversation_paused() -> Self {
+        Self::bare("pause")
+    }
+
+    /// `ConversationResumed()`.
+    pub fn conversation_resumed() -> Self {
+        Self::bare("resume")
+    }
+
+    /// `UserUttered(text, parse_data, input_channel)`.
+    pub fn user_uttered(
+        text: Option<String>,
+        parse_data: Option<Value>,
+        input_channel: Option<String>,
+    ) -> Self {
+        Self::User {
+            event: "user",
+            timestamp: None,
+            text,
+            parse_data,
+            input_channel,
+        }
+    }
+
+    /// `BotUttered(text, data, metadata)`.
+    pub fn bot_uttered(text: Option<String>, data: Option<Value>, metadata: Option<Value>) -> Self {
+        Self::Bot {
+            event: "bot",
+            timestamp: None,
+            text,
+            data,
+            metadata,
+        }
+    }
+
+    /// `ReminderScheduled(intent, at)`: Rasa triggers `intent` at `at`; a message from
+    /// the customer before then cancels it (set `kill_on_user_msg` to keep it). Name it
+    /// with [`OutEvent::named`] to cancel it by name later.
+    pub fn reminder(intent: impl Into<String>, at: time::OffsetDateTime) -> Self {
+        Self::Reminder {
+            event: "reminder",
+            timestamp: None,
+            intent: intent.into(),
+            entities: None,
+            date_time: isoformat(at),
+            name: None,
+            kill_on_user_msg: true,
+        }
+    }
+
+    /// `ReminderCancelled(name=name)`.
+    pub fn cancel_reminder(name: impl Into<String>) -> Self {
+        Self::CancelReminder {
+            event: "cancel_reminder",
+            timestamp: None,
+            intent: None,
+            entities: None,
+            name: Some(name.into()),
+        }
+    }
+
+    /// `ReminderCancelled(intent_name=intent, entities=entities)`: every reminder of that
+    /// intent (and those entities, when given).
+    pub fn cancel_reminders_of(intent: impl Into<String>, entities: Option<Value>) -> Self {
+        Self::CancelReminder {
+            event: "cancel_reminder",
+            timestamp: None,
+            intent: Some(intent.into()),
+            entities,
+            name: None,
+        }
+    }
+
+    /// `ActionExecuted(name, policy, confidence)`.
+    pub fn action_executed(
+        name: impl Into<String>,
+        policy: Option<String>,
+        confidence: Option<f64>,
+    ) -> Self {
+        Self::Action {
+            event: "action",
+            name: name.into(),
+            policy,
+            confidence,
+            timestamp: None,
+        }
+    }
+
+    /// `ActionExecutionRejected(name, policy, confidence)`.
+    pub fn action_execution_rejected(
+        name: impl Into<String>,
+        policy: Option<String>,
+        confidence: Option<f64>,
+    ) -> Self {
+        Self::Action {
+            event: "action_execution_rejected",
+            name: name.into(),
+            policy,
+            confidence,
+            timestamp: None,
+        }
+    }
+
+    /// `AgentUttered(text, data)`.
+    pub fn agent_uttered(text: Option<String>, data: Option<Value>) -> Self {
+        Self::Agent {
+            event: "agent",
+            text,
+            data,
+            timestamp: None,
+        }
+    }
+
+    /// `ActiveLoop(name)`: `Some` starts the loop (form), `None` ends the active one.
+    pub fn active_loop(name: Option<String>) -> Self {
+        Self::ActiveLoop {
+            event: "active_loop",
+            name,
+            timestamp: None,
+        }
+    }
+
+    /// `LoopInterrupted(is_interrupted)`.
+    pub fn loop_interrupted(is_interrupted: bool) -> Self {
+        Self::LoopInterrupted {
+            event: "loop_interrupted",
+            is_interrupted,
+            timestamp: None,
+        }
+    }
+
+    /// Sets the timestamp (Rasa stamps events that have none). No effect on [`OutEvent::Raw`].
+    pub fn at(mut self, at: f64) -> Self {
+        match &mut self {
+            Self::Slot { timestamp, .. }
+            | Self::Followup { timestamp, .. }
+            | Self::Bare { timestamp, .. }
+            | Self::SessionEnded { timestamp, .. }
+            | Self::User { timestamp, .. }
+            | Self::Bot { timestamp, .. }
+            | Self::Reminder { timestamp, .. }
+            | Self::CancelReminder { timestamp, .. }
+            | Self::Action { timestamp, .. }
+            | Self::Agent { timestamp, .. }
+            | Self::ActiveLoop { timestamp, .. }
+            | Self::LoopInterrupted { timestamp, .. } => *timestamp = Some(at),
+            Self::Raw(_) => {}
+        }
+        self
+    }
+
+    /// Names a reminder (to cancel it by name). No effect on other events.
+    pub fn named(mut self, reminder: impl Into<String>) -> Self {
+        if let Self::Reminder { name, .. } = &mut self {
+            *name = Some(reminder.into());
+        }
+        self
+    }
+
+    /// Sets a reminder's entities. No effect on other events.
+    pub fn with_entities(mut self, given: Value) -> Self {
+        if let Self::Reminder { entities, .. } = &mut self {
+            *entities = Some(given);
+        }
+        self
+    }
+
+    /// Whether a customer message before the reminder's time cancels it (`true` unless
+    /// set). No effect on other events.
+    pub fn kill_on_user_message(mut self, kill: bool) -> Self {
+        if let Self::Reminder {
+            kill_on_user_msg, ..
+        } = &mut self
+        {
+            *kill_on_user_msg = kill;
+        }
+        self
+    }
+
+    /// The event's kind, as it goes on the wire (`None` for a raw event without one).
+    pub fn kind(&self) -> Option<&str> {
+        match self {
+            Self::Slot { event, .. }
+            | Self::Followup { event, .. }
+            | Self::Bare { event, .. }
+            | Self::SessionEnded { event, .. }
+            | Self::User { event, .. }
+            | Self::Bot { event, .. }
+            | Self::Reminder { event, .. }
+            | Self::CancelReminder { event, .. }
+            | Self::Action { event, .. }
+            | Self::Agent { event, .. }
+            | Self::ActiveLoop { event, .. }
+            | Self::LoopInterrupted { event, .. } => Some(event),
+            Self::Raw(value) => value.get("event").and_then(Value::as_str),
+        }
+    }
+}
+
+/// `datetime.isoformat()`: `YYYY-MM-DDTHH:MM:SS`, `.ffffff` only when there are
+/// microseconds, and the offset as `+HH:MM` (`+HH:MM:SS` when it has seconds).
+fn isoformat(at: time::OffsetDateTime) -> String {
+    let mut out = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    );
+    if at.microsecond() != 0 {
+        out.push_str(&format!(".{:06}", at.microsecond()));
+    }
+    let offset = at.offset();
+    let (h, m, s) = offset.as_hms();
+    let sign = if offset.is_negative() { '-' } else { '+' };
+    out.push_str(&format!(
+        "{sign}{:02}:{:02}",
+        h.unsigned_abs(),
+        m.unsigned_abs()
+    ));
+    if s != 0 {
+        out.push_str(&format!(":{:02}", s.unsigned_abs()));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -528,5 +919,25 @@ mod tests {
         let raw: &RawValue =
             serde_json::from_str(r#"{"event": "user", "timestamp": 1e999}"#).unwrap();
         assert!(RawEvent::from_raw(raw).is_err());
+    }
+
+    #[test]
+    fn reminders_write_dates_as_pythons_isoformat() {
+        use time::macros::datetime;
+        assert_eq!(
+            isoformat(datetime!(2026-12-02 10:00:00 UTC)),
+            "2026-12-02T10:00:00+00:00"
+        );
+        assert_eq!(
+            isoformat(datetime!(2026-01-05 09:03:07.25 -05:30)),
+            "2026-01-05T09:03:07.250000-05:30"
+        );
+        let event = OutEvent::reminder("EXTERNAL_dry_plant", datetime!(2026-12-02 10:00 UTC))
+            .named("water")
+            .kill_on_user_message(false);
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"event":"reminder","timestamp":null,"intent":"EXTERNAL_dry_plant","entities":null,"date_time":"2026-12-02T10:00:00+00:00","name":"water","kill_on_user_msg":false}"#
+        );
     }
 }

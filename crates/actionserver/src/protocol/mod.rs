@@ -12,6 +12,6 @@ pub mod request;
 pub mod tracker;
 
 pub use events::{Event, EventKind, OutEvent, RawEvent};
-pub use message::{ActionResponse, Message};
+pub use message::{ActionResponse, Button, Message};
 pub use request::WebhookRequest;
 pub use tracker::{Slots, Tracker};

@@ -95,6 +95,10 @@ pub struct Tracker<'a> {
     pub paused: bool,
     pub active_loop: ActiveLoop,
     pub latest_action_name: Option<String>,
+    /// Rasa Pro's dialogue stack (`[]` when absent or null).
+    stack: Vec<Value>,
+    /// The customer's id, where the channel gives one (Rasa Pro).
+    user_id: Option<String>,
     /// Every key as received, in order; `None` marks where `events` was.
     fields: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
 }
@@ -147,6 +151,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Tracker<'a> {
                 let mut active_loop = ActiveLoop::default();
                 let mut active_form = None;
                 let mut latest_action_name = None;
+                let mut stack = Vec::new();
+                let mut user_id = None;
                 let mut fields: Vec<(Cow<'a, str>, Option<&'a RawValue>)> = Vec::new();
                 while let Some(Key(key)) = map.next_key::<Key<'a>>()? {
                     if fields.iter().any(|(k, _)| *k == key) {
@@ -187,6 +193,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Tracker<'a> {
                             active_form = parse_field::<Option<ActiveLoop>, _>(&key, raw)?
                         }
                         "latest_action_name" => latest_action_name = parse_field(&key, raw)?,
+                        "stack" => {
+                            stack =
+                                parse_field::<Option<Vec<Value>>, _>(&key, raw)?.unwrap_or_default()
+                        }
+                        "user_id" => user_id = parse_field(&key, raw)?,
                         "latest_event_time" => {
                             parse_field::<Option<f64>, _>(&key, raw)?;
                         }
@@ -213,6 +224,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Tracker<'a> {
                     paused,
                     active_loop,
                     latest_action_name,
+                    stack,
+                    user_id,
                     fields,
                 })
             }
@@ -287,7 +300,9 @@ impl<'a> Tracker<'a> {
         msg.get("intent")?.get("name")?.as_str()
     }
 
-    /// `get_latest_entity_values(entity_type, role, group)`.
+    /// `get_latest_entity_values(entity_type, role, group)`: the values of the latest
+    /// message's entities of that type, role and group; as in rasa-sdk, `None` asks for
+    /// an entity *without* a role (or group), not for any.
     pub fn latest_entity_values<'s>(
         &'s self,
         entity_type: &'s str,
@@ -301,24 +316,30 @@ impl<'a> Tracker<'a> {
             .flatten()
             .filter(move |e| {
                 e.get("entity").and_then(Value::as_str) == Some(entity_type)
-                    && role.is_none_or(|r| e.get("role").and_then(Value::as_str) == Some(r))
-                    && group.is_none_or(|g| e.get("group").and_then(Value::as_str) == Some(g))
+                    && same(e.get("role"), role)
+                    && same(e.get("group"), group)
             })
             .filter_map(|e| e.get("value"))
     }
 
-    /// `slots_to_validate()`: the trailing run of `slot` events, as slot name to value.
+    /// `slots_to_validate()`: the trailing run of `slot` events (the candidates Rasa's
+    /// form appends before it calls a validation action), as slot name and value; a slot
+    /// set twice in the run keeps its first place and its last value, as rasa-sdk's dict.
     pub fn slots_to_validate(&self) -> Vec<(String, Value)> {
-        let mut out = Vec::new();
-        for event in self.events.iter().rev() {
-            if event.kind() != EventKind::Slot {
-                break;
-            }
+        let start = self
+            .events
+            .iter()
+            .rposition(|e| e.kind() != EventKind::Slot)
+            .map_or(0, |i| i + 1);
+        let mut out: Vec<(String, Value)> = Vec::new();
+        for event in &self.events[start..] {
             if let Ok(crate::protocol::Event::Slot(slot)) = event.typed() {
-                out.push((slot.name, slot.value));
+                match out.iter_mut().find(|(name, _)| *name == slot.name) {
+                    Some((_, value)) => *value = slot.value,
+                    None => out.push((slot.name, slot.value)),
+                }
             }
         }
-        out.reverse();
         out
     }
 
@@ -343,8 +364,94 @@ impl<'a> Tracker<'a> {
         }
     }
 
+    /// Whether the conversation is paused (`ConversationPaused`).
     pub fn is_paused(&self) -> bool {
         self.paused
+    }
+
+    /// `get_intent_of_latest_message(skip_fallback_intent)`, as rasa-sdk reads it: the
+    /// first of `intent_ranking` (the second when the first is `nlu_fallback` and
+    /// `skip_fallback` is set), `None` without a ranking. [`Self::latest_intent`] also
+    /// falls back to `intent.name`.
+    pub fn intent_of_latest_message(&self, skip_fallback: bool) -> Option<&str> {
+        let ranking = self
+            .latest_message
+            .get("intent_ranking")?
+            .as_array()
+            .filter(|r| !r.is_empty())?;
+        let name = |i: usize| ranking.get(i)?.get("name")?.as_str();
+        match name(0)? {
+            "nlu_fallback" if skip_fallback => name(1),
+            first => Some(first),
+        }
+    }
+
+    /// The metadata the latest customer message came with (what the channel sent beside
+    /// the text): the latest message's `metadata`, else the latest `user` event's.
+    pub fn latest_message_metadata(&self) -> Option<Value> {
+        if let Some(metadata) = self.latest_message.get("metadata").filter(|m| !m.is_null()) {
+            return Some(metadata.clone());
+        }
+        let event = self
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.kind() == EventKind::User)?;
+        match event.typed().ok()? {
+            crate::protocol::Event::User(user) => user.metadata.filter(|m| !m.is_null()),
+            _ => None,
+        }
+    }
+
+    /// Rasa Pro's dialogue stack (the flows in progress), `[]` without one.
+    pub fn stack(&self) -> &[Value] {
+        &self.stack
+    }
+
+    /// The customer's id, where the channel gives one (Rasa Pro's `user_id`).
+    pub fn user_id(&self) -> Option<&str> {
+        self.user_id.as_deref()
+    }
+
+    /// `get_last_event_for(kind, exclude, skip)`: the latest applied event of this kind
+    /// (`"action"`, `"user"`, `"slot"`, ...), passing over `skip` of them and over
+    /// actions named in `exclude`.
+    pub fn last_event_for(
+        &self,
+        kind: &str,
+        exclude: &[&str],
+        skip: usize,
+    ) -> Option<&RawEvent<'a>> {
+        self.applied_events()
+            .into_iter()
+            .rev()
+            .filter(|e| e.name() == kind)
+            .filter(|e| {
+                e.kind() != EventKind::Action
+                    || !matches!(e.typed(), Ok(crate::protocol::Event::Action(a))
+                        if a.name.as_deref().is_some_and(|n| exclude.contains(&n)))
+            })
+            .nth(skip)
+    }
+
+    /// `last_executed_action_has(name, skip)`: whether the latest action other than
+    /// `action_listen` (passing over `skip` of them) is `name`.
+    pub fn last_executed_action_has(&self, name: &str, skip: usize) -> bool {
+        self.last_event_for("action", &["action_listen"], skip)
+            .and_then(|e| match e.typed().ok()? {
+                crate::protocol::Event::Action(a) => a.name,
+                _ => None,
+            })
+            .is_some_and(|n| n == name)
+    }
+}
+
+/// rasa-sdk's `x.get("role") == role`: an absent (or null) field matches only `None`.
+fn same(field: Option<&Value>, wanted: Option<&str>) -> bool {
+    match (field.filter(|v| !v.is_null()), wanted) {
+        (None, None) => true,
+        (Some(v), Some(w)) => v.as_str() == Some(w),
+        _ => false,
     }
 }
 

@@ -60,6 +60,14 @@ pub enum ApiError {
         #[source]
         cause: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The action ran past its time budget and did not answer for itself.
+    #[error("the action ran past its time budget of {budget_ms} ms")]
+    TimedOut {
+        /// The action.
+        action_name: String,
+        /// Its budget.
+        budget_ms: u128,
+    },
     #[error("the server is shutting down")]
     Unavailable,
     /// Too much is held at once; nothing was done.
@@ -85,7 +93,8 @@ impl ApiError {
             Self::Rejected { action_name, .. }
             | Self::UnknownAction(action_name)
             | Self::DomainMissing(action_name)
-            | Self::ActionFailed { action_name, .. } => Some(action_name),
+            | Self::ActionFailed { action_name, .. }
+            | Self::TimedOut { action_name, .. } => Some(action_name),
             _ => None,
         }
     }
@@ -101,7 +110,7 @@ impl ResponseError for ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::ActionFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::ActionFailed { .. } | Self::TimedOut { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable | Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::TooSlow => StatusCode::REQUEST_TIMEOUT,
         }

@@ -27,6 +27,7 @@ pub mod body;
 pub mod cors;
 mod domain;
 pub mod errors;
+mod extend;
 pub mod listener;
 pub mod metrics;
 mod middleware;
@@ -36,6 +37,7 @@ pub use body::{BodyBudget, BodyLimits, DEFAULT_BODY_BUDGET};
 pub use cors::CorsPolicy;
 use domain::DomainCache;
 pub use errors::ApiError;
+pub use extend::HttpExtras;
 pub use listener::{paced_bodies, refuse_over_cap, Pace, PeerLimit};
 use metrics::Metrics;
 use middleware::{cors_and_preflight, observe};
@@ -68,6 +70,10 @@ pub struct ServerSettings {
     /// Connections open at once from one peer address, on the webhook's and gRPC's
     /// listeners alike; one more is closed as it opens.
     pub max_connections_per_peer: usize,
+    /// How long an action may run before the server answers for it
+    /// ([`Action::timed_out`](crate::Action::timed_out)), for actions without a
+    /// [`time_budget`](crate::Action::time_budget) of their own; `None`: no limit.
+    pub action_time_budget: Option<std::time::Duration>,
 }
 
 impl Default for ServerSettings {
@@ -84,6 +90,7 @@ impl Default for ServerSettings {
             max_connections_per_worker: 25_000,
             first_bytes: std::time::Duration::from_secs(10),
             max_connections_per_peer: 256,
+            action_time_budget: None,
         }
     }
 }
@@ -164,17 +171,35 @@ impl ActionServer {
         self.core.metrics.add_source(Box::new(source));
     }
 
+    /// Serves the webhook (and `/health`, `/ready`, `/actions`, `/metrics`) on a bound
+    /// listener, with TLS when given.
     pub fn http(
         &self,
         listener: TcpListener,
         tls: Option<rustls::ServerConfig>,
     ) -> std::io::Result<Server> {
+        self.http_with(listener, tls, HttpExtras::default())
+    }
+
+    /// [`Self::http`], with the application's own routes and middleware beside the
+    /// webhook ([`HttpExtras`]).
+    pub fn http_with(
+        &self,
+        listener: TcpListener,
+        tls: Option<rustls::ServerConfig>,
+        extras: HttpExtras,
+    ) -> std::io::Result<Server> {
         let settings = self.core.settings.clone();
         let state = web::Data::from(self.core.clone());
         let peers = PeerLimit::new("webhook", settings.max_connections_per_peer);
         let mut server = HttpServer::new(move || {
+            let middleware = extras.middleware.clone();
+            let routes = extras.routes.clone();
             App::new()
                 .app_data(state.clone())
+                .wrap(from_fn(move |req, next| {
+                    extend::apply(middleware.clone(), req, next)
+                }))
                 .wrap(from_fn(cors_and_preflight))
                 .wrap(from_fn(observe))
                 .wrap(from_fn(refuse_over_cap))
@@ -183,6 +208,11 @@ impl ActionServer {
                 .configure(|cfg| endpoint(cfg, "/ready", "GET", || web::get().to(ready)))
                 .configure(|cfg| endpoint(cfg, "/actions", "GET", || web::get().to(actions)))
                 .configure(|cfg| endpoint(cfg, "/metrics", "GET", || web::get().to(metrics)))
+                .configure(|cfg| {
+                    if let Some(routes) = &routes {
+                        routes(cfg)
+                    }
+                })
                 .default_service(web::to(|| async {
                     Err::<HttpResponse, _>(ApiError::NotFound)
                 }))
@@ -348,8 +378,23 @@ impl Core {
             tracker,
             domain: domain.as_deref(),
             version: request.version.as_deref(),
+            state: self.registry.state(),
         };
-        let events = match action.run(call, &mut dispatcher).await {
+        let budget = action.time_budget().or(self.settings.action_time_budget);
+        let ran = match budget {
+            None => action.run(call, &mut dispatcher).await,
+            Some(budget) => {
+                match tokio::time::timeout(budget, action.run(call, &mut dispatcher)).await {
+                    Ok(ran) => ran,
+                    Err(_) => {
+                        tracing::warn!(action = %name, budget_ms = budget.as_millis(), "the action ran past its time budget");
+                        dispatcher = Dispatcher::default();
+                        action.timed_out(&mut dispatcher)
+                    }
+                }
+            }
+        };
+        let events = match ran {
             Ok(events) => events,
             Err(ActionError::Rejected { message }) => {
                 return Err(ApiError::Rejected {
@@ -363,6 +408,12 @@ impl Core {
                     action_name: name,
                     cause,
                 });
+            }
+            Err(ActionError::TimedOut) => {
+                return Err(ApiError::TimedOut {
+                    action_name: name,
+                    budget_ms: budget.unwrap_or_default().as_millis(),
+                })
             }
         };
         Ok(ActionResponse {
