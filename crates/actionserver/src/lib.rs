@@ -33,6 +33,8 @@
 //! # }
 //! ```
 
+#![deny(missing_docs)]
+
 mod action;
 mod allocator;
 mod forms;

@@ -12,14 +12,23 @@ use serde_json::{Map, Value};
 /// and passes through untouched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
+    /// The `user` event.
     User,
+    /// The `bot` event.
     Bot,
+    /// The `action` event.
     Action,
+    /// The `slot` event.
     Slot,
+    /// The `session_started` event.
     SessionStarted,
+    /// The `restart` event.
     Restart,
+    /// The `rewind` event.
     Rewind,
+    /// The `undo` event.
     Undo,
+    /// The `other` event.
     Other,
 }
 
@@ -106,10 +115,12 @@ impl<'a> RawEvent<'a> {
         &self.name
     }
 
+    /// The event's kind.
     pub fn kind(&self) -> EventKind {
         self.kind
     }
 
+    /// When it happened, in epoch seconds.
     pub fn timestamp(&self) -> Option<f64> {
         match self.timestamp {
             Stamp::Text(text) => text.parse().ok(),
@@ -209,18 +220,25 @@ impl Serialize for RawEvent<'_> {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct UserUttered {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
     #[serde(default)]
+    /// The message text.
     pub text: Option<String>,
     #[serde(default)]
+    /// What NLU made of it (intent, entities, ...).
     pub parse_data: Option<Value>,
     #[serde(default)]
+    /// The channel it came from.
     pub input_channel: Option<String>,
     #[serde(default)]
+    /// The message's id.
     pub message_id: Option<String>,
     #[serde(default)]
+    /// Its metadata (the channel's, Rasa's model and assistant ids, `utter_action`, ...).
     pub metadata: Option<Value>,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -229,14 +247,19 @@ pub struct UserUttered {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct BotUttered {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
     #[serde(default)]
+    /// The message text.
     pub text: Option<String>,
     #[serde(default)]
+    /// Buttons, images and the rest of a rich message.
     pub data: Option<Value>,
     #[serde(default)]
+    /// Its metadata (the channel's, Rasa's model and assistant ids, `utter_action`, ...).
     pub metadata: Option<Value>,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -251,16 +274,22 @@ impl BotUttered {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct ActionExecuted {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
     #[serde(default)]
+    /// The name it carries (an action, a slot, a loop, ...).
     pub name: Option<String>,
     #[serde(default)]
+    /// The policy that chose the action.
     pub policy: Option<String>,
     #[serde(default)]
+    /// How sure that policy was.
     pub confidence: Option<f64>,
     #[serde(default)]
+    /// The text of an end-to-end action.
     pub action_text: Option<String>,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -268,11 +297,15 @@ pub struct ActionExecuted {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct SlotSet {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
+    /// The name it carries (an action, a slot, a loop, ...).
     pub name: String,
     #[serde(default)]
+    /// The slot's value.
     pub value: Value,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -280,8 +313,10 @@ pub struct SlotSet {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct Marker {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -289,10 +324,13 @@ pub struct Marker {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct Named {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
     #[serde(default)]
+    /// The name it carries (an action, a slot, a loop, ...).
     pub name: Option<String>,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -300,18 +338,25 @@ pub struct Named {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct Reminder {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
     #[serde(default)]
+    /// The intent.
     pub intent: Option<String>,
     #[serde(default)]
+    /// The entities.
     pub entities: Option<Value>,
     #[serde(default)]
+    /// When, in ISO 8601.
     pub date_time: Option<String>,
     #[serde(default)]
+    /// The name it carries (an action, a slot, a loop, ...).
     pub name: Option<String>,
     #[serde(default)]
+    /// Whether a customer message cancels it.
     pub kill_on_user_msg: Option<bool>,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -319,10 +364,13 @@ pub struct Reminder {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct LoopInterrupted {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
     #[serde(default)]
+    /// Whether the loop is interrupted.
     pub is_interrupted: Option<bool>,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -330,10 +378,13 @@ pub struct LoopInterrupted {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct EntitiesAdded {
     #[serde(default)]
+    /// When it happened, in epoch seconds.
     pub timestamp: Option<f64>,
     #[serde(default)]
+    /// The entities.
     pub entities: Vec<Value>,
     #[serde(flatten)]
+    /// Every other field, kept as it came.
     pub extra: Map<String, Value>,
 }
 
@@ -341,31 +392,55 @@ pub struct EntitiesAdded {
 /// kept whole as [`Event::Other`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
+    /// The `user` event.
     User(UserUttered),
+    /// The `bot` event.
     Bot(BotUttered),
+    /// The `agent` event.
     Agent(BotUttered),
+    /// The `action` event.
     Action(ActionExecuted),
+    /// The `action_execution_rejected` event.
     ActionExecutionRejected(ActionExecuted),
+    /// The `slot` event.
     Slot(SlotSet),
+    /// The `session_started` event.
     SessionStarted(Marker),
+    /// The `session_ended` event.
     SessionEnded(Marker),
+    /// The `restart` event.
     Restart(Marker),
+    /// The `rewind` event.
     Rewind(Marker),
+    /// The `undo` event.
     Undo(Marker),
+    /// The `pause` event.
     Pause(Marker),
+    /// The `resume` event.
     Resume(Marker),
+    /// The `reset_slots` event.
     ResetSlots(Marker),
+    /// The `export` event.
     Export(Marker),
+    /// The `user_featurization` event.
     UserFeaturization(Marker),
+    /// The `active_loop` event.
     ActiveLoop(Named),
+    /// The `loop_interrupted` event.
     LoopInterrupted(LoopInterrupted),
+    /// The `followup` event.
     Followup(Named),
+    /// The `reminder` event.
     Reminder(Reminder),
+    /// The `cancel_reminder` event.
     CancelReminder(Reminder),
+    /// The `entities` event.
     Entities(EntitiesAdded),
     /// Rasa Pro's CALM events (`flow_started`, `stack`, ...): the kind and the fields.
     Calm {
+        /// The event's kind.
         kind: String,
+        /// Its fields.
         fields: Named,
     },
     /// A kind this server does not know; kept as it came.

@@ -20,17 +20,22 @@ use super::Tracker;
 #[serde(remote = "Self")]
 pub struct WebhookRequest<'a> {
     #[serde(default)]
+    /// The action to run.
     pub next_action: Option<String>,
     #[serde(default)]
+    /// The conversation's id.
     pub sender_id: Option<String>,
     #[serde(default, borrow)]
+    /// The conversation.
     pub tracker: Option<Tracker<'a>>,
     /// Kept raw: only actions that read the domain pay for parsing it.
     #[serde(default, borrow)]
     pub domain: Option<&'a RawValue>,
     #[serde(default)]
+    /// The domain's digest (Rasa Pro).
     pub domain_digest: Option<String>,
     #[serde(default)]
+    /// Rasa's version.
     pub version: Option<String>,
 }
 

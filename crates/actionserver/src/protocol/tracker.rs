@@ -20,6 +20,7 @@ use super::events::{EventKind, RawEvent};
 pub struct Slots(HashMap<String, Value>);
 
 impl Slots {
+    /// The slot's value, `None` when unset or null.
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.0.get(name).filter(|v| !v.is_null())
     }
@@ -34,10 +35,12 @@ impl Slots {
         self.get(name)?.as_str()
     }
 
+    /// Every slot and its value.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
         self.0.iter()
     }
 
+    /// Slots from names and values.
     pub fn from_pairs<I: IntoIterator<Item = (String, Value)>>(pairs: I) -> Self {
         Self(pairs.into_iter().collect())
     }
@@ -73,12 +76,16 @@ impl<'de> Deserialize<'de> for Slots {
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 pub struct ActiveLoop {
     #[serde(default)]
+    /// The name it carries (an action, a slot, a loop, ...).
     pub name: Option<String>,
     #[serde(default)]
+    /// Whether the loop is interrupted.
     pub is_interrupted: Option<bool>,
     #[serde(default)]
+    /// Whether the loop rejected the last value.
     pub rejected: Option<bool>,
     #[serde(default)]
+    /// The message that started the loop.
     pub trigger_message: Option<Value>,
 }
 
@@ -86,14 +93,21 @@ pub struct ActiveLoop {
 /// request body.
 #[derive(Debug)]
 pub struct Tracker<'a> {
+    /// The conversation's id.
     pub sender_id: String,
+    /// The slots' values.
     pub slots: Slots,
     /// Parse data of the latest user message (`{}` when absent or null).
     pub latest_message: Value,
+    /// The events, as received.
     pub events: Vec<RawEvent<'a>>,
+    /// The action Rasa runs next, when set.
     pub followup_action: Option<String>,
+    /// Whether the conversation is paused.
     pub paused: bool,
+    /// The active loop (form).
     pub active_loop: ActiveLoop,
+    /// The latest action Rasa ran.
     pub latest_action_name: Option<String>,
     /// Rasa Pro's dialogue stack (`[]` when absent or null).
     stack: Vec<Value>,

@@ -71,6 +71,7 @@ pub struct Held {
 pub const DEFAULT_BODY_BUDGET: usize = 1024 * 1024 * 1024;
 
 impl BodyBudget {
+    /// A budget of this many bytes.
     pub fn new(bytes: usize) -> Self {
         let kib = bytes.div_ceil(1024).min(Semaphore::MAX_PERMITS);
         Self {

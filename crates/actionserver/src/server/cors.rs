@@ -42,10 +42,12 @@ impl CorsPolicy {
         Ok(policy)
     }
 
+    /// Whether any origin is allowed.
     pub fn is_enabled(&self) -> bool {
         self.any || !self.literals.is_empty() || !self.patterns.is_empty()
     }
 
+    /// Whether this origin is allowed.
     pub fn allows(&self, origin: &str) -> bool {
         self.any
             || self.literals.iter().any(|l| l.eq_ignore_ascii_case(origin))

@@ -29,35 +29,50 @@ pub enum ApiError {
     /// reads `action_name`.
     #[error("{message}")]
     BadRequest {
+        /// What is wrong.
         message: String,
+        /// The action, when the request names one.
         action_name: Option<String>,
     },
     /// The action refused to run.
     #[error("{message}")]
     Rejected {
+        /// What is wrong.
         message: String,
+        /// The action, when the request names one.
         action_name: String,
     },
     #[error("No registered action found for name '{0}'.")]
+    /// No action of this name is registered.
     UnknownAction(String),
     /// rasa-sdk's message, word for word (`ACTION_MISSING_DOMAIN_DEFAULT_MESSAGE`).
     #[error("Missing domain context, assistant will retry the request and include the domain in the request payload. For more information please see https://rasa.com/docs/action-server/")]
     DomainMissing(String),
     #[error("the request body is larger than {limit} bytes")]
-    TooLarge { limit: usize },
+    /// The body is over the limit.
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     #[error("a valid token is required")]
+    /// Unauthorized.
     Unauthorized,
     #[error("not found")]
+    /// NotFound.
     NotFound,
     #[error("method not allowed; allowed: {0}")]
+    /// MethodNotAllowed.
     MethodNotAllowed(&'static str),
     #[error("Content-Encoding `{0}` is not supported (deflate and gzip are)")]
+    /// UnsupportedEncoding.
     UnsupportedEncoding(String),
     /// The action broke. The cause goes to the log, never to the caller.
     #[error("the action failed")]
     ActionFailed {
+        /// The action, when the request names one.
         action_name: String,
         #[source]
+        /// Why (logged, never sent).
         cause: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The action ran past its time budget and did not answer for itself.
@@ -69,6 +84,7 @@ pub enum ApiError {
         budget_ms: u128,
     },
     #[error("the server is shutting down")]
+    /// The server is stopping.
     Unavailable,
     /// Too much is held at once; nothing was done.
     #[error("{0}")]
@@ -80,6 +96,7 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// A 400, naming the action when known.
     pub fn bad_request(message: impl Into<String>, action_name: Option<String>) -> Self {
         Self::BadRequest {
             message: message.into(),
@@ -87,6 +104,7 @@ impl ApiError {
         }
     }
 
+    /// The action the error is about, when known.
     pub fn action_name(&self) -> Option<&str> {
         match self {
             Self::BadRequest { action_name, .. } => action_name.as_deref(),

@@ -139,6 +139,7 @@ fn tcp_of(io: &dyn Any) -> Option<&TcpStream> {
 /// Install it as app data (`web::Data<Pace>`) beside the [`paced_bodies`] middleware.
 #[derive(Debug, Clone, Copy)]
 pub struct Pace {
+    /// How long a body may take before its rate is checked.
     pub grace: Duration,
     /// Bytes a second, on average, after the grace.
     pub min_rate: usize,

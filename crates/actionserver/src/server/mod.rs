@@ -47,6 +47,7 @@ pub use readiness::ReadinessCheck;
 /// How the server treats requests, independent of which actions it serves.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
+    /// Sizes a request body may have, compressed and decompressed.
     pub limits: BodyLimits,
     /// Bytes of request bodies held at once, across all requests (503 beyond).
     pub body_budget: usize,
@@ -54,6 +55,7 @@ pub struct ServerSettings {
     pub auth_token: Option<String>,
     /// The query parameter Rasa puts the token in.
     pub token_name: String,
+    /// Which origins browsers may call from.
     pub cors: CorsPolicy,
     /// Worker threads (0: one per core).
     pub workers: usize,
@@ -127,6 +129,7 @@ pub struct ActionServer {
 }
 
 impl ActionServer {
+    /// The actions, served with these settings.
     pub fn new(registry: Registry, settings: ServerSettings) -> Self {
         let token_digest = settings
             .auth_token
