@@ -355,7 +355,8 @@ impl Ran {
 }
 
 /// Runs `action` on the conversation as the webhook would (the body Rasa sends, parsed by
-/// the server's parser; the domain given when the action reads it), without HTTP.
+/// the server's parser; the domain given when the action reads it; its time budget, with
+/// [`Action::timed_out`] past it), without HTTP.
 ///
 /// # Panics
 ///
@@ -411,7 +412,18 @@ pub async fn run_request<A: Action>(
         state,
     };
     let mut dispatcher = Dispatcher::default();
-    let events = action.run(call, &mut dispatcher).await?;
+    // The action's own time budget holds here as behind the webhook.
+    let events = match action.time_budget() {
+        None => action.run(call, &mut dispatcher).await?,
+        Some(budget) => match tokio::time::timeout(budget, action.run(call, &mut dispatcher)).await
+        {
+            Ok(ran) => ran?,
+            Err(_) => {
+                dispatcher = Dispatcher::default();
+                action.timed_out(&mut dispatcher)?
+            }
+        },
+    };
     let events = events.iter().map(to_json).collect();
     let messages = dispatcher.into_messages().iter().map(to_json).collect();
     Ok(Ran { events, messages })

@@ -438,10 +438,23 @@ async fn state_budgets_routes_and_middleware_over_http() {
     assert_eq!(missing.status(), 404);
     assert_eq!(missing.json::<Value>().await.unwrap()["error"], "not found");
 
+    // The test kit holds the action's budget too.
+    let ran = run(&Slow(Duration::from_secs(30)), &chat_for_kit())
+        .await
+        .unwrap();
+    assert_eq!(ran.texts(), ["Still looking; I'll get back to you."]);
+    let ran = run(&Slow(Duration::ZERO), &chat_for_kit()).await.unwrap();
+    assert_eq!(ran.slot("done"), Some(&json!(true)));
     // The test kit hands the same state to an action.
     let mut chat = Conversation::new("ada");
     chat.session_start();
     let ran = run_with(&Greeting, &chat, registry.state()).await.unwrap();
     assert_eq!(ran.texts(), ["Grüezi"]);
     handle.stop(false).await;
+}
+
+fn chat_for_kit() -> Conversation {
+    let mut chat = Conversation::new("ada");
+    chat.session_start();
+    chat
 }
