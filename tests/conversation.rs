@@ -802,3 +802,40 @@ fn an_identity_written_outside_a_sessions_start_is_seen_however_it_is_spelled() 
         SessionIdentity::Started(None)
     );
 }
+
+/// The same reading over a conversation as the SDK's test kit records it (every field
+/// Rasa 3.6.21 writes: metadata, `user_featurization`, message ids, intent rankings, the
+/// listen after the question).
+#[test]
+fn a_conversation_recorded_as_rasa_records_it_reads_the_same() {
+    use actionserver::testing::{Conversation as Recorded, Utterance};
+    let mut chat = Recorded::new("ada");
+    chat.session_start()
+        .user_says("stop my renewal", "request_stop_renewal")
+        .action(SELECT);
+    for (name, value) in [
+        ("change_subscription", "S"),
+        ("change_label", "L"),
+        ("change_effective", "E"),
+        ("change_entitlements", "N"),
+        ("change_tag", "T1"),
+    ] {
+        chat.slot(name, value);
+    }
+    chat.respond(Q, "q T1").user(
+        Utterance::new("yes please")
+            .intent_with("affirm", 0.97)
+            .ranked("deny", 0.02),
+    );
+    let body = chat.request("apply_subscription_change");
+    let c = read_default(body["tracker"]["events"].as_array().unwrap());
+    assert_eq!(c.question.as_ref().unwrap().text, "q T1");
+    assert_eq!(reply_of(&c), Some(("yes please".into(), Meaning::Yes)));
+    assert_eq!(c.selected_memory.unwrap()["change_tag"], "T1");
+    // And a no, recorded the same way, stays a no.
+    let mut no = chat.clone();
+    no.respond(Q, "q T1").user_says("No, don't do it", "deny");
+    let body = no.request("apply_subscription_change");
+    let c = read_default(body["tracker"]["events"].as_array().unwrap());
+    assert_eq!(reply_of(&c).map(|(_, m)| m), Some(Meaning::No));
+}
