@@ -458,3 +458,69 @@ fn chat_for_kit() -> Conversation {
     chat.session_start();
     chat
 }
+
+#[path = "../examples/http_api.rs"]
+mod http_api;
+
+/// The HTTP API example against a real HTTP server standing in for the shop: a known
+/// order, an unknown one, and an id that would leave the path.
+#[tokio::test]
+async fn the_http_api_example_asks_the_shop() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let shop = actix_web::HttpServer::new(|| {
+        actix_web::App::new().route(
+            "/orders/{id}",
+            actix_web::web::get().to(|id: actix_web::web::Path<String>| async move {
+                match id.as_str() {
+                    "A-1" => actix_web::HttpResponse::Ok().json(json!({"status": "shipped"})),
+                    _ => actix_web::HttpResponse::NotFound().finish(),
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .unwrap()
+    .run();
+    let handle = shop.handle();
+    tokio::spawn(shop);
+    let mut registry = Registry::default();
+    registry
+        .register(http_api::OrderStatus)
+        .unwrap()
+        .share(http_api::Shop {
+            base,
+            http: reqwest::Client::new(),
+        });
+    let ask = |order: Option<&str>| {
+        let mut chat = Conversation::new("ada");
+        chat.session_start()
+            .user_says("where is my order?", "order_status");
+        if let Some(order) = order {
+            chat.slot("order_id", order);
+        }
+        chat
+    };
+    let ran = run_with(&http_api::OrderStatus, &ask(Some("A-1")), registry.state())
+        .await
+        .unwrap();
+    assert_eq!(ran.texts(), ["Order A-1 is shipped."]);
+    assert_eq!(ran.slot("order_status"), Some(&json!("shipped")));
+    let ran = run_with(
+        &http_api::OrderStatus,
+        &ask(Some("../admin")),
+        registry.state(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ran.texts(), ["I can't find order ../admin."]);
+    assert_eq!(ran.slot("order_id"), Some(&Value::Null));
+    let ran = run_with(&http_api::OrderStatus, &ask(None), registry.state())
+        .await
+        .unwrap();
+    assert_eq!(ran.responses(), ["utter_ask_order_id"]);
+    handle.stop(false).await;
+}
