@@ -35,7 +35,10 @@ use actiongate::consent::{request_key, ApplyInputs, ConsentConfig, Guard, Memory
 use actiongate::conversation::{Conversation, Given, Meaning, Question, Reply};
 use actiongate::events::Inbox;
 use actiongate::store::{ApprovalState, Claim, OpState, Operation, Store};
-use actiongate::subscriptions::{events, ServiceClient};
+use actiongate::subscriptions::provider::{Call, ConfirmedCommand};
+use actiongate::subscriptions::{
+    events, CommandOutcome, KeyState, Provider, ServiceClient, ServiceError, Subscription,
+};
 
 const SUB: &str = "WS-SUB-3304";
 const NAME: &str = "WS-SUB-3304 (Style Box, monthly)";
@@ -144,6 +147,23 @@ struct Sim {
 }
 
 impl Sim {
+    /// The record at revision 4, renewing, nothing received yet.
+    fn new(strict: bool) -> Self {
+        Self {
+            revision: 4,
+            ending: false,
+            mode: Mode::Make,
+            keys: HashMap::new(),
+            made: 0,
+            made_on_moved: 0,
+            strict,
+            posts: 0,
+            posts_on_moved: 0,
+            in_transit: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
     fn record(&self) -> Value {
         let options = if self.ending {
             json!([])
@@ -373,24 +393,9 @@ fn said(outcome: &actiongate::consent::Outcome) -> String {
     )
 }
 
-/// Plays one schedule (`held`: the change waits for a person's approval; `strict`: the
-/// service checks `If-Match`); `Err` names the invariant broken.
-async fn play(held: bool, strict: bool, steps: &[Step]) -> Result<(), String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let sim = Arc::new(Mutex::new(Sim {
-        revision: 4,
-        ending: false,
-        mode: Mode::Make,
-        keys: HashMap::new(),
-        made: 0,
-        made_on_moved: 0,
-        strict,
-        posts: 0,
-        posts_on_moved: 0,
-        in_transit: Vec::new(),
-        events: Vec::new(),
-    }));
-    let data = web::Data::new(sim.clone());
+/// Serves the simulated service on a free port: its URL and the handle that stops it.
+fn serve(sim: Arc<Mutex<Sim>>) -> Result<(String, actix_web::dev::ServerHandle), String> {
+    let data = web::Data::new(sim);
     let server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
@@ -409,6 +414,15 @@ async fn play(held: bool, strict: bool, steps: &[Step]) -> Result<(), String> {
     let server = server.run();
     let handle = server.handle();
     tokio::spawn(server);
+    Ok((url, handle))
+}
+
+/// Plays one schedule (`held`: the change waits for a person's approval; `strict`: the
+/// service checks `If-Match`); `Err` names the invariant broken.
+async fn play(held: bool, strict: bool, steps: &[Step]) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let sim = Arc::new(Mutex::new(Sim::new(strict)));
+    let (url, handle) = serve(sim.clone())?;
     let db = format!("sqlite:{}", dir.path().join("actiongate.db").display());
     let mut replicas = [
         replica(&db, &url, held).await,
@@ -715,4 +729,122 @@ fn the_reconciler_bug_of_issue_23_stays_fixed() {
     if let Err(e) = runtime.block_on(play(false, true, &schedule)) {
         panic!("{e}");
     }
+}
+
+/// The client of section 6 with every call the guard makes through it written down.
+struct Counting {
+    inner: ServiceClient,
+    calls: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl Counting {
+    fn note(&self, call: &'static str) {
+        self.calls.lock().unwrap().push(call);
+    }
+}
+
+impl Provider for Counting {
+    fn list<'a>(&'a self, account: &'a str) -> Call<'a, Result<Vec<Subscription>, ServiceError>> {
+        self.note("list");
+        Provider::list(&self.inner, account)
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> Call<'a, Result<Option<Subscription>, ServiceError>> {
+        self.note("get");
+        Provider::get(&self.inner, id)
+    }
+
+    fn change_by_key<'a>(
+        &'a self,
+        request_key: &'a str,
+    ) -> Call<'a, Result<KeyState, ServiceError>> {
+        self.note("change_by_key");
+        Provider::change_by_key(&self.inner, request_key)
+    }
+
+    fn send_change<'a>(&'a self, change: &'a dyn ConfirmedCommand) -> Call<'a, CommandOutcome> {
+        self.note("send_change");
+        Provider::send_change(&self.inner, change)
+    }
+}
+
+/// A billing system none of whose facts can be read; a command sent to it is counted.
+struct Unreadable {
+    sent: Arc<Mutex<usize>>,
+}
+
+impl Provider for Unreadable {
+    fn list<'a>(&'a self, _: &'a str) -> Call<'a, Result<Vec<Subscription>, ServiceError>> {
+        Box::pin(async { Err(ServiceError::Invalid("unreadable".into())) })
+    }
+
+    fn get<'a>(&'a self, _: &'a str) -> Call<'a, Result<Option<Subscription>, ServiceError>> {
+        Box::pin(async { Err(ServiceError::Invalid("unreadable".into())) })
+    }
+
+    fn change_by_key<'a>(&'a self, _: &'a str) -> Call<'a, Result<KeyState, ServiceError>> {
+        Box::pin(async { Err(ServiceError::Invalid("unreadable".into())) })
+    }
+
+    fn send_change<'a>(&'a self, _: &'a dyn ConfirmedCommand) -> Call<'a, CommandOutcome> {
+        *self.sent.lock().unwrap() += 1;
+        Box::pin(async { CommandOutcome::Unknown("unreadable".into()) })
+    }
+}
+
+/// The guard reaches the billing system only through the provider it is given: a yes
+/// (and its repeat) reads the record and sends one command through it, and the service
+/// made exactly that one change.
+#[tokio::test]
+async fn the_guard_reaches_the_service_only_through_its_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Arc::new(Mutex::new(Sim::new(true)));
+    let (url, handle) = serve(sim.clone()).unwrap();
+    let db = format!("sqlite:{}", dir.path().join("actiongate.db").display());
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let provider = Counting {
+        inner: ServiceClient::new(&url, TIMEOUT, None).unwrap(),
+        calls: calls.clone(),
+    };
+    let store = Store::connect(&db).await.unwrap();
+    let guard = Guard::new(ConsentConfig::default(), provider, store);
+    for _ in 0..2 {
+        let outcome = guard.apply(&inputs()).await.unwrap();
+        assert_eq!(said(&outcome), "applied/-");
+    }
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.iter().filter(|c| **c == "send_change").count(),
+        1,
+        "one command, through the provider: {calls:?}"
+    );
+    assert!(
+        calls.contains(&"get"),
+        "the facts were read through it: {calls:?}"
+    );
+    let seen = {
+        let sim = sim.lock().unwrap();
+        (sim.posts, sim.made, sim.revision)
+    };
+    assert_eq!(seen, (1, 1, 5), "one command received, one change made");
+    handle.stop(false).await;
+}
+
+/// A provider whose facts cannot be read: the yes is blocked and nothing is sent through it.
+#[tokio::test]
+async fn with_a_provider_that_cannot_be_read_nothing_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("actiongate.db").display());
+    let sent = Arc::new(Mutex::new(0));
+    let provider = Unreadable { sent: sent.clone() };
+    let store = Store::connect(&db).await.unwrap();
+    let guard = Guard::new(ConsentConfig::default(), provider, store.clone());
+    let outcome = guard.apply(&inputs()).await.unwrap();
+    assert_eq!(said(&outcome), "blocked/service_unavailable");
+    assert_eq!(*sent.lock().unwrap(), 0, "nothing was sent");
+    let key = request_key("model", TAG, &question(), &reply());
+    assert!(
+        !matches!(store.operation(&key).await.unwrap(), Some(op) if op.state == OpState::Sent),
+        "no command is recorded as sent"
+    );
 }

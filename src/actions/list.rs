@@ -24,7 +24,7 @@ impl Action for ListSubscriptions {
         let Some(account) = account else {
             return Ok(outcome_events(&Outcome::not_authenticated(), dispatcher));
         };
-        let subscriptions = match guard.client().list(&account).await {
+        let subscriptions = match guard.provider().list(&account).await {
             Ok(list) => list,
             Err(e) => {
                 tracing::warn!(error = %e, "the subscriptions could not be listed");

@@ -76,7 +76,7 @@ impl SelectSubscriptionChange {
         else {
             return (Outcome::blocked(Reason::UnknownSubscription), None);
         };
-        let record = match guard.client().get(id).await {
+        let record = match guard.provider().get(id).await {
             Ok(Some(record)) => record,
             Ok(None) => return (Outcome::blocked(Reason::UnknownSubscription), None),
             Err(e) => {

@@ -17,7 +17,7 @@ use super::ConsentConfig;
 use crate::store::{
     now_ms, Approval, ApprovalState, AuditEntry, Claim, OpState, Operation, Store, StoreError,
 };
-use crate::subscriptions::{ServiceClient, Subscription};
+use crate::subscriptions::{Provider, Subscription};
 use tracing::Instrument as _;
 
 /// A step's span in the action call's trace: how long it took and, when it decided the
@@ -43,22 +43,23 @@ fn decided(span: &tracing::Span, outcome: &Outcome) {
 
 /// Runs the whole sequence for one call of `apply_subscription_change`. Its parts are
 /// read through accessors only: nothing outside this module can swap the store or the
-/// client a confirmed change is sent with.
+/// provider a confirmed change is sent through.
 #[derive(Clone)]
 pub struct Guard {
     pub(super) config: Arc<ConsentConfig>,
-    pub(super) client: ServiceClient,
+    pub(super) provider: Arc<dyn Provider>,
     pub(super) store: Store,
     /// Where a person's decision is told to the conversation, when anywhere.
     pub(super) notifier: Option<Arc<RasaNotifier>>,
 }
 
 impl Guard {
-    pub fn new(config: ConsentConfig, client: ServiceClient, store: Store) -> Self {
+    /// The guard over `provider` (the client of section 6, or another billing system).
+    pub fn new(config: ConsentConfig, provider: impl Provider, store: Store) -> Self {
         Self {
             notifier: RasaNotifier::new(&config.approval).map(Arc::new),
             config: Arc::new(config),
-            client,
+            provider: Arc::new(provider),
             store,
         }
     }
@@ -68,10 +69,10 @@ impl Guard {
         &self.config
     }
 
-    /// The subscription service's client (its reads; a command takes a
+    /// The billing system's provider (its reads; a command takes a
     /// [`ConfirmedChange`], which only this module makes).
-    pub fn client(&self) -> &ServiceClient {
-        &self.client
+    pub fn provider(&self) -> &dyn Provider {
+        self.provider.as_ref()
     }
 
     /// The store: operations, audit, rate limits.
@@ -324,7 +325,7 @@ impl Guard {
             confirmation,
             current,
         }
-        .send(&self.client, &self.store)
+        .send(self.provider.as_ref(), &self.store)
         .instrument(command.clone())
         .await?;
         decided(&command, &outcome);
@@ -340,7 +341,7 @@ impl Guard {
         &self,
         confirmation: &Confirmation,
     ) -> Result<(Terms, bool), Outcome> {
-        let record = match self.client.get(&confirmation.tag.subscription).await {
+        let record = match self.provider.get(&confirmation.tag.subscription).await {
             Ok(record) => record,
             Err(e) => {
                 tracing::warn!(error = %e, "the subscription could not be read");

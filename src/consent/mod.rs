@@ -11,7 +11,7 @@ mod guard;
 pub mod identity;
 mod inputs;
 mod notify;
-pub mod outcome;
+pub use contract::outcome;
 pub mod plain_yes;
 pub mod question;
 mod reconcile;

@@ -9,7 +9,7 @@ use super::guard::Guard;
 use super::outcome::{Outcome, Reason, Status, Terms};
 use super::send::{applied, not_sent, pending, recorded};
 use crate::store::{now_ms, OpState, Operation, StoreError};
-use crate::subscriptions::client::KeyState;
+use crate::subscriptions::KeyState;
 
 impl Guard {
     /// Resolves an unknown operation by asking the service about its request key.
@@ -39,7 +39,7 @@ impl Guard {
         // Only the service's answer about the key resolves it (CONTRACT.md section 4):
         // made, in flight, or void and fenced. Never the time passed, nor a 404 from a
         // service that cannot fence the key.
-        match self.client.change_by_key(&op.request_key).await {
+        match self.provider.change_by_key(&op.request_key).await {
             Ok(KeyState::Made(_change)) => {
                 let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
                 let outcome = applied(&terms);

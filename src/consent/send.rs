@@ -4,14 +4,14 @@
 use super::checks::{current_terms, Confirmation};
 use super::outcome::{Outcome, Reason, Status, Terms};
 use crate::store::{OpState, Operation, Store, StoreError};
-use crate::subscriptions::client::{self, ConfirmedCommand};
-use crate::subscriptions::{CommandOutcome, ServiceClient};
+use crate::subscriptions::provider::{self, ConfirmedCommand};
+use crate::subscriptions::{CommandOutcome, Provider};
 
 /// A change the guard approved and whose request key this call claimed. Only the guard
 /// makes one; sending consumes it. The type can be named anywhere:
 ///
 /// ```
-/// use actiongate::subscriptions::client::ConfirmedCommand;
+/// use actiongate::subscriptions::provider::ConfirmedCommand;
 /// fn inspect(change: &actiongate::consent::ConfirmedChange) -> &str {
 ///     change.request_key()
 /// }
@@ -32,7 +32,7 @@ pub struct ConfirmedChange {
     pub(super) current: Terms,
 }
 
-impl client::sealed::Sealed for ConfirmedChange {}
+impl provider::sealed::Sealed for ConfirmedChange {}
 
 impl ConfirmedCommand for ConfirmedChange {
     fn subscription(&self) -> &str {
@@ -56,7 +56,7 @@ impl ConfirmedChange {
     /// Step 15: the command, with `If-Match` and `Idempotency-Key`; the outcome recorded.
     pub(super) async fn send(
         self,
-        client: &ServiceClient,
+        provider: &dyn Provider,
         store: &Store,
     ) -> Result<Outcome, StoreError> {
         let c = &self.confirmation;
@@ -66,7 +66,7 @@ impl ConfirmedChange {
             tracing::warn!(request_key = %key, "the claim was taken back before sending; nothing sent");
             return Ok(Outcome::blocked(Reason::ServiceUnavailable));
         }
-        let result = client.send_change(&self).await;
+        let result = provider.send_change(&self).await;
         let (state, outcome) = match result {
             CommandOutcome::Applied { .. } => (OpState::Applied, applied(&self.current)),
             CommandOutcome::Stale(record) => {

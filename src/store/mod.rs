@@ -15,6 +15,7 @@ mod approvals;
 mod migrations;
 
 pub use approvals::{Approval, ApprovalState, OperationFilter, OperatorSession};
+pub use contract::operation::OpState;
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -25,44 +26,6 @@ pub enum StoreError {
     Url(String),
     #[error("the schema could not be brought up to date: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-}
-
-/// Where an operation is: claimed → sent → applied | failed | unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpState {
-    Claimed,
-    Sent,
-    Applied,
-    Failed,
-    Unknown,
-}
-
-impl OpState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Claimed => "claimed",
-            Self::Sent => "sent",
-            Self::Applied => "applied",
-            Self::Failed => "failed",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    fn parse(s: &str) -> Self {
-        match s {
-            "claimed" => Self::Claimed,
-            "sent" => Self::Sent,
-            "applied" => Self::Applied,
-            "failed" => Self::Failed,
-            _ => Self::Unknown,
-        }
-    }
-
-    /// Whether the operation has its final outcome.
-    pub fn is_final(self) -> bool {
-        matches!(self, Self::Applied | Self::Failed)
-    }
 }
 
 /// What a claim of a request key found.

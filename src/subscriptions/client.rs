@@ -11,55 +11,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tracing::Instrument as _;
 
 use super::model::{Change, Subscription};
-
-/// What a command is sent for: a change the customer confirmed. Only consent's guard makes
-/// one (`ConfirmedChange`), and the trait is sealed, so no type outside this crate can be
-/// one and [`ServiceClient::send_change`] cannot be reached around the guard. The client
-/// knows what a command needs, not where it comes from.
-///
-/// ```compile_fail,E0603
-/// use actiongate::subscriptions::client::{sealed::Sealed, ConfirmedCommand};
-/// struct Forged;
-/// impl Sealed for Forged {}
-/// ```
-///
-/// ```compile_fail,E0277
-/// use actiongate::subscriptions::client::{ConfirmedCommand, ServiceClient};
-/// struct Forged;
-/// impl ConfirmedCommand for Forged {
-///     fn subscription(&self) -> &str { "WS-SUB-3304" }
-///     fn change_type(&self) -> &str { "stop_renewal" }
-///     fn revision(&self) -> i64 { 4 }
-///     fn request_key(&self) -> &str { "forged" }
-/// }
-/// ```
-pub trait ConfirmedCommand: sealed::Sealed {
-    fn subscription(&self) -> &str;
-    fn change_type(&self) -> &str;
-    /// The revision the customer confirmed (sent as `If-Match`).
-    fn revision(&self) -> i64;
-    /// The request key (sent as `Idempotency-Key`).
-    fn request_key(&self) -> &str;
-}
-
-/// The seal on [`ConfirmedCommand`]: nameable only inside this crate.
-pub(crate) mod sealed {
-    pub trait Sealed {}
-}
-
-/// Why the service's facts could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
-    #[error("the subscription service could not be reached: {0}")]
-    Unreachable(#[source] reqwest::Error),
-    #[error("the subscription service answered {status}: {message}")]
-    Status { status: u16, message: String },
-    #[error("the subscription service sent an answer that could not be read: {0}")]
-    Invalid(String),
-    /// Every turn stayed taken for the whole timeout: the call was never made.
-    #[error("the subscription service is busy: {0} calls were in flight for the whole timeout")]
-    Busy(usize),
-}
+use super::provider::{Call, CommandOutcome, ConfirmedCommand, KeyState, Provider, ServiceError};
 
 /// Calls in flight at once by default. Each holds a connection and its buffers, so the
 /// bound is also a bound on memory when bursts come in, and on the load put on the service.
@@ -89,41 +41,27 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 /// account's list; anything larger is refused as unreadable rather than buffered.
 pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
-/// What became of a command.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CommandOutcome {
-    /// 201, or 200 replayed: the change is made.
-    Applied { change: Change, replayed: bool },
-    /// 412: the record moved; nothing happened. The current record.
-    Stale(Box<Subscription>),
-    /// 409: a command with this key is still in flight.
-    InFlight,
-    /// The command was sent and no answer came back (timeout, lost connection, 5xx): it
-    /// may have been applied.
-    Unknown(String),
-    /// The command never left (connection refused): nothing can have happened.
-    NotSent(String),
-    /// 410: the key was voided by an earlier `GET /v1/changes/{key}` that found nothing:
-    /// nothing happened, and nothing will under this key.
-    Voided,
-    /// Refused for another reason (404, 422, 428, other 4xx): nothing happened.
-    Rejected { status: u16, message: String },
-}
+/// The client of CONTRACT.md section 6 as a [`Provider`]: each call is the method of the same
+/// name.
+impl Provider for ServiceClient {
+    fn list<'a>(&'a self, account: &'a str) -> Call<'a, Result<Vec<Subscription>, ServiceError>> {
+        Box::pin(Self::list(self, account))
+    }
 
-/// What the service says happened to a request key (CONTRACT.md section 6,
-/// `GET /v1/changes/{key}`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum KeyState {
-    /// 200: the change made under the key.
-    Made(Change),
-    /// 202: a command with the key is being processed.
-    InFlight,
-    /// 404 `{"status": "void"}`: no command with the key was received, and none will be
-    /// (the service fenced it).
-    Void,
-    /// 404 without the fence: a service that cannot promise the command will not still be
-    /// made. Nothing is concluded from it.
-    NotFound,
+    fn get<'a>(&'a self, id: &'a str) -> Call<'a, Result<Option<Subscription>, ServiceError>> {
+        Box::pin(Self::get(self, id))
+    }
+
+    fn change_by_key<'a>(
+        &'a self,
+        request_key: &'a str,
+    ) -> Call<'a, Result<KeyState, ServiceError>> {
+        Box::pin(Self::change_by_key(self, request_key))
+    }
+
+    fn send_change<'a>(&'a self, change: &'a dyn ConfirmedCommand) -> Call<'a, CommandOutcome> {
+        Box::pin(Self::send_change(self, change))
+    }
 }
 
 /// The service's error body.
@@ -309,7 +247,7 @@ impl ServiceClient {
 
     /// Sends the command for a change the guard confirmed: there is no other way to send
     /// one, since only the guard makes a [`ConfirmedCommand`].
-    pub async fn send_change(&self, change: &impl ConfirmedCommand) -> CommandOutcome {
+    pub async fn send_change(&self, change: &(impl ConfirmedCommand + ?Sized)) -> CommandOutcome {
         let span = service_span!(
             "subscription_service.send_change",
             "POST",
@@ -772,7 +710,7 @@ mod command_tests {
         request_key: String,
     }
 
-    impl sealed::Sealed for TestCommand {}
+    impl crate::subscriptions::provider::sealed::Sealed for TestCommand {}
 
     impl ConfirmedCommand for TestCommand {
         fn subscription(&self) -> &str {

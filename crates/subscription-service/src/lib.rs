@@ -7,5 +7,6 @@
 //! `actiongate subscription-service` runs it alone.
 
 pub mod embedded;
-pub mod events;
-pub mod model;
+// The records, commands and events are the contract's (crates/contract), re-exported where
+// the service's callers have always found them.
+pub use contract::{events, model};

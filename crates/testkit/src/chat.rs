@@ -48,9 +48,19 @@ impl Webhook for Endpoint {
 
 impl Endpoint {
     pub fn new(url: &str) -> Self {
+        Self::with_client(url, |b| b)
+    }
+
+    /// An endpoint whose client is built from `configure(reqwest::Client::builder())`.
+    pub fn with_client(
+        url: &str,
+        configure: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+    ) -> Self {
         crate::install_crypto();
         Self {
-            http: reqwest::Client::new(),
+            http: configure(reqwest::Client::builder())
+                .build()
+                .expect("a client"),
             url: url.trim_end_matches('/').to_owned(),
         }
     }

@@ -5,6 +5,12 @@
 //! over time, then checks that nothing failed unexpectedly, no change was made twice,
 //! every `applied` is a change at the service, and the RSS stayed flat.
 //!
+//! It stands for many conversations from one address, so it keeps at most [`IN_FLIGHT`]
+//! calls open at once: the server shuts a connection over its per-address cap
+//! (`max_connections_per_peer`, 256 by default) as it opens, and a slower machine would
+//! otherwise meet that cap instead of the faults. When the server cannot keep up, the rate
+//! reached falls below the target (and is printed); nothing queues without bound.
+//!
 //! soak --server URL --service URL --pid PID [--duration SECS] [--rate PER_SEC]
 
 use std::collections::BTreeMap;
@@ -77,6 +83,22 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// An error with its causes: "error sending request" alone does not say whether the
+/// connection was refused, reset or timed out.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}
+
+/// Calls open at once at most, below the server's default per-address cap of 256.
+const IN_FLIGHT: usize = 192;
+
 fn record_id(i: usize) -> String {
     format!("SOAK-{i:06}")
 }
@@ -134,7 +156,12 @@ const EXPECTED_APPLY: [&str; 6] = [
 #[tokio::main]
 async fn main() {
     let args = args();
-    let server = Endpoint::new(&args.server);
+    // Idle connections are dropped before the server's 30 s keep-alive closes them, so no
+    // call is sent on a connection the server is closing.
+    let server = Endpoint::with_client(&args.server, |b| {
+        b.pool_idle_timeout(Duration::from_secs(10))
+    });
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let http = server.http.clone();
     let total = (args.rate * args.duration.as_secs_f64()) as usize;
     let applies = total * 40 / 100 + 16;
@@ -152,6 +179,8 @@ async fn main() {
     let started = Instant::now();
     let mut rss = vec![(0u64, rss_kib(args.pid))];
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
+    // Ticks missed while waiting for room are not made up in a burst.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut tasks = Vec::with_capacity(total);
     let mut last_sample = Instant::now();
     for n in 0..total {
@@ -166,7 +195,13 @@ async fn main() {
             next_record.clone(),
             args.service.clone(),
         );
+        let permit = in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
         tasks.push(tokio::spawn(async move {
+            let _permit = permit;
             let t = Instant::now();
             let (kind, result): (&'static str, Result<String, String>) = match n % 20 {
                 0..=2 => (
@@ -178,7 +213,8 @@ async fn main() {
                         .await
                     {
                         Ok(r) if r.status() == 200 => Ok("ok".into()),
-                        other => Err(format!("health: {other:?}")),
+                        Ok(r) => Err(format!("health: {}", r.status())),
+                        Err(e) => Err(format!("health: {}", chain(&e))),
                     },
                 ),
                 3..=6 => {
@@ -188,7 +224,8 @@ async fn main() {
                         "list",
                         match c.run(&server, "list_subscriptions").await {
                             Ok((200, body)) => Ok(summary(&body).replace("selected", "listed")),
-                            other => Err(format!("list: {other:?}")),
+                            Ok(other) => Err(format!("list: {other:?}")),
+                            Err(e) => Err(format!("list: {}", chain(&e))),
                         },
                     )
                 }
@@ -200,7 +237,7 @@ async fn main() {
                         .await
                     {
                         Ok(body) => ("select", Ok(summary(&body))),
-                        Err(e) => ("select", Err(format!("select: {e}"))),
+                        Err(e) => ("select", Err(format!("select: {}", chain(&e)))),
                     }
                 }
                 _ => {
@@ -209,20 +246,24 @@ async fn main() {
                     let flow = async {
                         c.request_change(&server, &record_id(i), "stop_renewal")
                             .await
-                            .map_err(|e| e.to_string())?;
+                            .map_err(|e| chain(&e))?;
                         if c.slots.get("change_status") != Some(&json!("selected")) {
                             return Ok::<_, String>(format!(
                                 "select {}",
                                 c.slots
                                     .get("change_reason")
                                     .and_then(Value::as_str)
+                                    .or_else(|| c
+                                        .slots
+                                        .get("change_status")
+                                        .and_then(Value::as_str))
                                     .unwrap_or("?")
                             ));
                         }
                         c.user("yes", "affirm", &[]);
                         let request = c.request("apply_subscription_change");
-                        let (s1, b1) = server.webhook(&request).await.map_err(|e| e.to_string())?;
-                        let (s2, b2) = server.webhook(&request).await.map_err(|e| e.to_string())?;
+                        let (s1, b1) = server.webhook(&request).await.map_err(|e| chain(&e))?;
+                        let (s2, b2) = server.webhook(&request).await.map_err(|e| chain(&e))?;
                         if s1 != 200 || s2 != 200 {
                             return Err(format!("apply answered {s1}/{s2}"));
                         }
@@ -289,8 +330,9 @@ async fn main() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !pending.is_empty() && Instant::now() < deadline {
         let rounds = pending.into_iter().map(|(id, mut c)| {
-            let server = server.clone();
+            let (server, in_flight) = (server.clone(), in_flight.clone());
             async move {
+                let _permit = in_flight.acquire().await.expect("never closed");
                 c.user("did it go through?", "check", &[]);
                 let applied = matches!(c.run(&server, "check_subscription_change").await, Ok((200, body)) if summary(&body) == "applied");
                 (id, c, applied)
