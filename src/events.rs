@@ -12,7 +12,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use serde_json::json;
 
-use crate::consent::{Guard, Outcome, Status, Terms};
+use crate::consent::{Guard, Outcome, Status};
 use crate::store::{now_ms, AuditEntry, OpState, Operation, ReceivedEvent, StoreError};
 use crate::subscriptions::events::{verify, Event, SignatureError, SIGNATURE_HEADER};
 
@@ -248,17 +248,14 @@ impl Inbox {
         };
         let verdict = match op.state {
             OpState::Sent | OpState::Unknown => {
-                // `contradiction` has read them: unreadable terms are a mismatch.
-                let terms: Option<Terms> = serde_json::from_str(&op.terms).ok();
                 let outcome = Outcome {
                     status: Status::Applied,
                     reason: None,
                     effects: 1,
-                    current: terms,
+                    current: Some(op.terms.clone()),
                     why: None,
                 };
-                let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-                if store.resolve_applied(&op.request_key, &json).await? {
+                if store.resolve_applied(&op.request_key, &outcome).await? {
                     tracing::info!(request_key = %op.request_key, revision = event.revision, "a service event resolved the operation: applied");
                     Verdict::Resolved
                 } else {
@@ -288,7 +285,7 @@ impl Inbox {
             subscription = %event.subscription,
             account = %event.account,
             request_key = event.request_key.as_deref().unwrap_or("-"),
-            confirmed_terms = op.map_or("-", |o| o.terms.as_str()),
+            confirmed_terms = %op.map_or_else(|| "-".to_owned(), |o| o.terms.to_string()),
             %why,
             "a service event contradicts the operation it names; a person must look at it"
         );
@@ -303,7 +300,7 @@ impl Inbox {
                     Some(o) => format!("{} {}", o.subscription, o.change_type),
                     None => event.subscription.clone(),
                 }),
-                question_terms: op.map(|o| o.terms.clone()),
+                question_terms: op.map(|o| o.terms.to_string()),
                 service_terms: Some(
                     serde_json::to_string(&json!({
                         "event": event.id,
@@ -358,12 +355,7 @@ fn contradiction(event: &Event, op: &Operation) -> Option<String> {
             event.revision, op.revision
         ));
     }
-    let terms: Terms = serde_json::from_str(&op.terms).unwrap_or_else(|_| Terms {
-        tag: String::new(),
-        label: String::new(),
-        effective: String::new(),
-        entitlements: String::new(),
-    });
+    let terms = &op.terms;
     let effective = crate::subscriptions::model::effective_text(&change.effective_at);
     if change.status != "scheduled" || effective.as_deref() != Some(terms.effective.as_str()) {
         return Some(format!(

@@ -12,6 +12,7 @@ use common::faults::{Fault, FaultyService};
 use common::{outcome_of, spawn_app_with, Chat, ChatExt, TestApp};
 use serde_json::{json, Value};
 
+use actiongate::consent::{Outcome, Reason, Terms};
 use actiongate::store::{OpState, Operation, Store};
 use actiongate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
 
@@ -66,6 +67,7 @@ macro_rules! on_both {
 }
 
 on_both!(
+    a_stored_value_that_does_not_read_is_an_error,
     concurrent_claims_have_one_winner,
     one_unresolved_operation_per_subscription_across_replicas,
     the_token_bucket_spends_and_refills,
@@ -82,6 +84,11 @@ on_both!(
     an_approval_killed_after_its_command_is_reconciled_and_never_sent_twice,
 );
 
+/// An outcome to record where which one does not matter to the test.
+fn some_outcome() -> Outcome {
+    Outcome::blocked(Reason::ServiceUnavailable)
+}
+
 fn op(key: &str) -> Operation {
     Operation {
         request_key: key.into(),
@@ -90,12 +97,58 @@ fn op(key: &str) -> Operation {
         subscription: "WS-SUB-3304".into(),
         change_type: "stop_renewal".into(),
         revision: 4,
-        terms: "{}".into(),
+        terms: Terms {
+            tag: "WS-SUB-3304 stop_renewal r4".into(),
+            label: "Stop renewal".into(),
+            effective: "2027-01-01 00:00 UTC".into(),
+            entitlements: "as read out".into(),
+        },
         state: OpState::Claimed,
         outcome: None,
         created_at: 0,
         updated_at: 0,
     }
+}
+
+/// A stored value that does not read as what was written (terms or an outcome edited by
+/// hand) is the store's error, never a panic and never a guess; the rows beside it read.
+async fn a_stored_value_that_does_not_read_is_an_error(backend: Backend) {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let url = database_url(backend, dir.path()).await;
+    let store = Store::connect(&url).await.unwrap();
+    for key in ["good", "bad-terms", "bad-outcome"] {
+        let mut o = op(key);
+        o.subscription = format!("WS-SUB-{key}");
+        store.claim(&o).await.unwrap();
+    }
+    assert!(store
+        .set_state("bad-outcome", OpState::Applied, Some(&some_outcome()))
+        .await
+        .unwrap());
+    let raw = url.replacen("sqlite:", "sqlite://", 1);
+    let mut conn = sqlx::AnyConnection::connect(&raw).await.unwrap();
+    for sql in [
+        "UPDATE operations SET terms = '{}' WHERE request_key = 'bad-terms'",
+        "UPDATE operations SET outcome = '{\"status\": 7}' WHERE request_key = 'bad-outcome'",
+    ] {
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+    // A fresh store: nothing of these is cached.
+    let store = Store::connect(&url).await.unwrap();
+    for (key, what) in [("bad-terms", "terms"), ("bad-outcome", "outcome")] {
+        match store.operation(key).await {
+            Err(actiongate::store::StoreError::Corrupt {
+                what: w, key: k, ..
+            }) => {
+                assert_eq!((w, k.as_str()), (what, key));
+            }
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+    let good = store.operation("good").await.unwrap().unwrap();
+    assert_eq!(good.terms, op("good").terms);
 }
 
 /// A store made before sqlx ran the migrations: the schema applied, its versions listed in
@@ -129,7 +182,9 @@ async fn a_store_the_earlier_migration_runner_made_is_adopted(backend: Backend) 
         index,
         "CREATE TABLE actiongate_migrations (version BIGINT PRIMARY KEY)",
         "INSERT INTO actiongate_migrations (version) VALUES (1), (2)",
-        "INSERT INTO operations VALUES ('k1', 's', 'acct-7', 'WS-SUB-3304', 'stop_renewal', 4, '{}', 'claimed', NULL, 0, 0)",
+        r#"INSERT INTO operations VALUES ('k1', 's', 'acct-7', 'WS-SUB-3304', 'stop_renewal', 4,
+         '{"tag":"WS-SUB-3304 stop_renewal r4","label":"Stop renewal","effective":"2027-01-01 00:00 UTC","entitlements":"as read out"}',
+         'claimed', NULL, 0, 0)"#,
     ] {
         sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
     }
@@ -244,7 +299,7 @@ async fn one_unresolved_operation_per_subscription_across_replicas(backend: Back
     assert_eq!(replicas[1].claim(&other).await.unwrap(), Claim::Claimed);
     // Resolved: the subscription takes a command again.
     replicas[0]
-        .set_state(&open.request_key, OpState::Applied, Some("{}"))
+        .set_state(&open.request_key, OpState::Applied, Some(&some_outcome()))
         .await
         .unwrap();
     assert!(replicas[1]
@@ -763,7 +818,6 @@ async fn the_audit_trail_records_every_decision(backend: Backend) {
 /// Two replicas on one store, each receiving every event of two unknown operations three
 /// times, all at once: each operation is resolved once, each event recorded once.
 async fn two_replicas_receiving_the_same_events_resolve_each_once(backend: Backend) {
-    use actiongate::consent::Terms;
     use actiongate::subscriptions::events::{sign, SIGNATURE_HEADER};
     use actiongate::subscriptions::model::effective_text;
     const SECRET: &str = "replica-events";
@@ -788,7 +842,7 @@ async fn two_replicas_receiving_the_same_events_resolve_each_once(backend: Backe
         let mut unknown = op(&key);
         unknown.subscription = subscription.into();
         unknown.revision = revision;
-        unknown.terms = serde_json::to_string(&terms).unwrap();
+        unknown.terms = terms;
         a.store.claim(&unknown).await.unwrap();
         assert!(a.store.mark_sent(&key).await.unwrap());
         a.store
@@ -850,7 +904,11 @@ async fn two_replicas_receiving_the_same_events_resolve_each_once(backend: Backe
         // A late answer (the command timing out after the event resolved it) or the
         // reconciler's "no record" never replaces the resolved outcome.
         for late in [OpState::Unknown, OpState::Failed] {
-            assert!(!b.store.set_state(key, late, Some("{}")).await.unwrap());
+            assert!(!b
+                .store
+                .set_state(key, late, Some(&some_outcome()))
+                .await
+                .unwrap());
         }
         assert_eq!(
             a.store.operation(key).await.unwrap().unwrap().state,

@@ -31,7 +31,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Value};
 
-use actiongate::consent::{request_key, ApplyInputs, ConsentConfig, Guard, Memory};
+use actiongate::consent::{request_key, ApplyInputs, ConsentConfig, Guard, Memory, Outcome, Terms};
 use actiongate::conversation::{Conversation, Given, Meaning, Question, Reply};
 use actiongate::events::Inbox;
 use actiongate::store::{ApprovalState, Claim, OpState, Operation, Store};
@@ -385,7 +385,7 @@ async fn replica(db: &str, service: &str, held: bool) -> (Guard, Inbox) {
     (guard, inbox)
 }
 
-fn said(outcome: &actiongate::consent::Outcome) -> String {
+fn said(outcome: &Outcome) -> String {
     format!(
         "{}/{}",
         outcome.status.as_str(),
@@ -430,7 +430,7 @@ async fn play(held: bool, strict: bool, steps: &[Step]) -> Result<(), String> {
     ];
     let key = request_key("model", TAG, &question(), &reply());
     let mut told: Vec<String> = Vec::new();
-    let mut final_seen: Option<(OpState, Option<String>)> = None;
+    let mut final_seen: Option<(OpState, Option<Outcome>)> = None;
     let result = async {
         for (n, step) in steps.iter().enumerate() {
             match *step {
@@ -478,9 +478,12 @@ async fn play(held: bool, strict: bool, steps: &[Step]) -> Result<(), String> {
                         subscription: SUB.into(),
                         change_type: "stop_renewal".into(),
                         revision: 4,
-                        terms: json!({"tag": TAG, "label": LABEL, "effective": EFFECTIVE,
-                                      "entitlements": ENTITLEMENTS})
-                        .to_string(),
+                        terms: Terms {
+                            tag: TAG.into(),
+                            label: LABEL.into(),
+                            effective: EFFECTIVE.into(),
+                            entitlements: ENTITLEMENTS.into(),
+                        },
                         state: OpState::Claimed,
                         outcome: None,
                         created_at: 0,
@@ -627,7 +630,7 @@ async fn check_each_step(
     guard: &Guard,
     key: &str,
     held: bool,
-    final_seen: &mut Option<(OpState, Option<String>)>,
+    final_seen: &mut Option<(OpState, Option<Outcome>)>,
 ) -> Result<(), String> {
     let posts = {
         let s = sim.lock().unwrap();

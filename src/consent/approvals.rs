@@ -26,15 +26,16 @@ impl Guard {
     pub async fn approval_outcome(&self, held: &Approval) -> Result<Outcome, StoreError> {
         match held.state {
             ApprovalState::Held if held.expires_at > now_ms() => {
-                Ok(held_outcome(stored_terms(held)))
+                Ok(held_outcome(stored_terms(held)?))
             }
-            ApprovalState::Held => Ok(
-                Outcome::blocked(Reason::ApprovalExpired).with_current(Some(stored_terms(held)))
-            ),
+            ApprovalState::Held => {
+                Ok(Outcome::blocked(Reason::ApprovalExpired)
+                    .with_current(Some(stored_terms(held)?)))
+            }
             ApprovalState::Approved => match self.store.operation(&held.request_key).await? {
                 Some(op) => Box::pin(self.replay(op)).await,
                 // Approved, the command about to be claimed: still waiting.
-                None => Ok(held_outcome(stored_terms(held))),
+                None => Ok(held_outcome(stored_terms(held)?)),
             },
             ApprovalState::Rejected
             | ApprovalState::Expired
@@ -104,7 +105,7 @@ impl Guard {
     /// Steps 11 to 15 again for an approved change, with the terms stored at the hold.
     pub(super) async fn send_approved(&self, held: &Approval) -> Result<Outcome, StoreError> {
         let key = &held.request_key;
-        let terms = stored_terms(held);
+        let terms = stored_terms(held)?;
         let confirmation = Confirmation {
             account: held.account.clone(),
             tag: Tag {
@@ -150,7 +151,7 @@ impl Guard {
             subscription: held.subscription.clone(),
             change_type: held.change_type.clone(),
             revision: held.revision,
-            terms: held.terms.clone(),
+            terms: stored_terms(held)?,
             state: OpState::Claimed,
             outcome: None,
             created_at: now_ms(),
@@ -176,7 +177,7 @@ impl Guard {
             return Ok(None);
         };
         let outcome = Outcome::blocked(Reason::ApprovalRejected)
-            .with_current(Some(stored_terms(&held)))
+            .with_current(Some(stored_terms(&held)?))
             .with_why(Some(note.to_owned()).filter(|n| !n.trim().is_empty()));
         let json = serde_json::to_string(&outcome).expect("an outcome serialises");
         if !self
@@ -209,7 +210,7 @@ impl Guard {
     /// section 7): `blocked`/`withdrawn`, audited, and nothing is sent, then or on a later
     /// approval. `None` when it was no longer held (decided meanwhile).
     pub async fn withdraw(&self, held: &Approval) -> Result<Option<Outcome>, StoreError> {
-        let outcome = Outcome::blocked(Reason::Withdrawn).with_current(Some(stored_terms(held)));
+        let outcome = Outcome::blocked(Reason::Withdrawn).with_current(Some(stored_terms(held)?));
         let json = serde_json::to_string(&outcome).expect("an outcome serialises");
         if !self
             .store
@@ -278,6 +279,10 @@ impl Guard {
 }
 
 /// The service's terms a hold stored at step 13.
-pub(super) fn stored_terms(held: &Approval) -> Terms {
-    serde_json::from_str(&held.terms).expect("stored terms are valid")
+pub(super) fn stored_terms(held: &Approval) -> Result<Terms, StoreError> {
+    serde_json::from_str(&held.terms).map_err(|e| StoreError::Corrupt {
+        what: "terms of the hold",
+        key: held.request_key.clone(),
+        why: e.to_string(),
+    })
 }

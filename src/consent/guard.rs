@@ -208,7 +208,7 @@ impl Guard {
             subscription: confirmation.tag.subscription.clone(),
             change_type: confirmation.tag.change_type.clone(),
             revision: confirmation.tag.revision,
-            terms: serde_json::to_string(&confirmation.terms).expect("terms serialise"),
+            terms: confirmation.terms.clone(),
             state: OpState::Claimed,
             outcome: None,
             created_at: now_ms(),
@@ -236,7 +236,7 @@ impl Guard {
             if let Some(open) = oldest.filter(|h| {
                 h.request_key != *key && for_subscription >= rules.max_open_per_subscription
             }) {
-                return Ok(held_outcome(stored_terms(&open)).with_why(Some(
+                return Ok(held_outcome(stored_terms(&open)?).with_why(Some(
                     "A change to this subscription already waits for a colleague's approval; it must be decided or withdrawn first.".into(),
                 )));
             }

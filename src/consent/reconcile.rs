@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::guard::Guard;
-use super::outcome::{Outcome, Reason, Status, Terms};
+use super::outcome::{Outcome, Reason, Status};
 use super::send::{applied, not_sent, pending, recorded};
 use crate::store::{now_ms, OpState, Operation, StoreError};
 use crate::subscriptions::KeyState;
@@ -41,12 +41,10 @@ impl Guard {
         // service that cannot fence the key.
         match self.provider.change_by_key(&op.request_key).await {
             Ok(KeyState::Made(_change)) => {
-                let terms: Terms = serde_json::from_str(&op.terms).expect("stored terms are valid");
-                let outcome = applied(&terms);
-                let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+                let outcome = applied(&op.terms);
                 if !self
                     .store
-                    .set_state(&op.request_key, OpState::Applied, Some(&json))
+                    .set_state(&op.request_key, OpState::Applied, Some(&outcome))
                     .await?
                 {
                     // Resolved meanwhile: what was recorded stands.
@@ -58,10 +56,9 @@ impl Guard {
             }
             Ok(KeyState::Void) => {
                 let outcome = not_sent();
-                let json = serde_json::to_string(&outcome).expect("an outcome serialises");
                 if !self
                     .store
-                    .set_state(&op.request_key, OpState::Failed, Some(&json))
+                    .set_state(&op.request_key, OpState::Failed, Some(&outcome))
                     .await?
                 {
                     // Resolved meanwhile (an event said it was applied): that stands.

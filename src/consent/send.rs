@@ -99,8 +99,7 @@ impl ConfirmedChange {
                 (OpState::Failed, outcome)
             }
         };
-        let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-        if !store.set_state(key, state, Some(&json)).await? {
+        if !store.set_state(key, state, Some(&outcome)).await? {
             // A service event resolved it while the answer was awaited: that is the outcome.
             if let Some(op) = store.operation(key).await? {
                 return Ok(recorded(&op));
@@ -156,8 +155,5 @@ pub(super) fn not_sent() -> Outcome {
 }
 
 pub(super) fn recorded(op: &Operation) -> Outcome {
-    op.outcome
-        .as_deref()
-        .and_then(|json| serde_json::from_str(json).ok())
-        .unwrap_or_else(pending)
+    op.outcome.clone().unwrap_or_else(pending)
 }

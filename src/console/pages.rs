@@ -284,7 +284,7 @@ pub fn mismatches(operator: (&str, &str), items: &[(ReceivedEvent, Option<Operat
                             p { "The request: " (op.change_type) " on " (op.subscription) " at r" (op.revision)
                                 " for " (op.account) ", " a href=(conversation_link(&op.sender_id)) { "conversation" }
                                 " · now " (badge(op.state.as_str())) }
-                            @if let Ok(t) = serde_json::from_str::<Terms>(&op.terms) { (terms(&t)) }
+                            (terms(&op.terms))
                         }
                         None => { p { "No operation of ours has request key " code { (event.request_key.as_deref().unwrap_or("–")) } "." } }
                     }

@@ -430,6 +430,6 @@ impl Store {
         .bind(if f.limit > 0 { f.limit } else { 500 })
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(super::operation_from).collect())
+        rows.iter().map(super::operation_from).collect()
     }
 }

@@ -16,6 +16,7 @@ mod migrations;
 
 pub use approvals::{Approval, ApprovalState, OperationFilter, OperatorSession};
 pub use contract::operation::OpState;
+use contract::outcome::{Outcome, Terms};
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +27,16 @@ pub enum StoreError {
     Url(String),
     #[error("the schema could not be brought up to date: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value that does not read as what was written (edited by hand, or a
+    /// schema from elsewhere): nothing is concluded from it.
+    #[error("the stored {what} of {key} could not be read: {why}")]
+    Corrupt {
+        what: &'static str,
+        key: String,
+        why: String,
+    },
+    #[error("a value could not be written: {0}")]
+    Encode(#[from] serde_json::Error),
 }
 
 /// What a claim of a request key found.
@@ -48,11 +59,11 @@ pub struct Operation {
     pub subscription: String,
     pub change_type: String,
     pub revision: i64,
-    /// The confirmed terms, as JSON.
-    pub terms: String,
+    /// The confirmed terms.
+    pub terms: Terms,
     pub state: OpState,
-    /// The outcome object, as JSON, once known.
-    pub outcome: Option<String>,
+    /// The outcome, once known.
+    pub outcome: Option<Outcome>,
     /// Milliseconds since the epoch.
     pub created_at: i64,
     pub updated_at: i64,
@@ -370,7 +381,7 @@ impl Store {
         .bind(key)
         .fetch_optional(&self.pool)
         .await?;
-        let op = row.map(|r| operation_from(&r));
+        let op = row.map(|r| operation_from(&r)).transpose()?;
         if let Some(op) = &op {
             self.remember(op);
         }
@@ -392,7 +403,7 @@ impl Store {
         .bind(&op.subscription)
         .bind(&op.change_type)
         .bind(op.revision)
-        .bind(&op.terms)
+        .bind(serde_json::to_string(&op.terms)?)
         .bind(now_ms())
         .execute(&self.pool)
         .await?;
@@ -429,6 +440,8 @@ impl Store {
         let (mine, others): (Vec<Operation>, Vec<Operation>) = rows
             .iter()
             .map(operation_from)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
             .partition(|op| op.request_key == key);
         let mine = mine.into_iter().next();
         if let Some(op) = &mine {
@@ -449,7 +462,7 @@ impl Store {
         .bind(subscription)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| operation_from(&r)))
+        row.map(|r| operation_from(&r)).transpose()
     }
 
     /// Moves an operation to a new state, with its outcome when known. A final outcome
@@ -459,8 +472,9 @@ impl Store {
         &self,
         key: &str,
         state: OpState,
-        outcome: Option<&str>,
+        outcome: Option<&Outcome>,
     ) -> Result<bool, StoreError> {
+        let outcome = outcome.map(serde_json::to_string).transpose()?;
         let done = sqlx::query(
             "UPDATE operations SET state = $1, outcome = COALESCE($2, outcome), updated_at = $3 \
              WHERE request_key = $4 AND state NOT IN ('applied', 'failed')",
@@ -526,7 +540,7 @@ impl Store {
         .bind(sender)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| operation_from(&r)))
+        row.map(|r| operation_from(&r)).transpose()
     }
 
     /// Operations whose outcome is not known (claimed, sent or unknown), untouched for
@@ -539,7 +553,7 @@ impl Store {
         .bind(before)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(operation_from).collect())
+        rows.iter().map(operation_from).collect()
     }
 
     /// Takes one token from the account's bucket (shared by every replica using this
@@ -818,7 +832,8 @@ impl Store {
 
     /// Resolves an operation sent or unknown as applied, with its outcome. `false` when it
     /// was in neither state (resolved already, by another replica or the reconciler).
-    pub async fn resolve_applied(&self, key: &str, outcome: &str) -> Result<bool, StoreError> {
+    pub async fn resolve_applied(&self, key: &str, outcome: &Outcome) -> Result<bool, StoreError> {
+        let outcome = serde_json::to_string(outcome)?;
         let done = sqlx::query(
             "UPDATE operations SET state = 'applied', outcome = $1, updated_at = $2 \
              WHERE request_key = $3 AND state IN ('sent', 'unknown')",
@@ -834,18 +849,32 @@ impl Store {
 
 const OP_COLUMNS: &str = "request_key, sender_id, account, subscription, change_type, revision, terms, state, outcome, created_at, updated_at";
 
-fn operation_from(r: &AnyRow) -> Operation {
-    Operation {
-        request_key: r.get(0),
+/// An operation as stored: its terms and outcome read back as the types written, or
+/// [`StoreError::Corrupt`].
+fn operation_from(r: &AnyRow) -> Result<Operation, StoreError> {
+    let request_key: String = r.get(0);
+    let corrupt = |what, e: serde_json::Error| StoreError::Corrupt {
+        what,
+        key: request_key.clone(),
+        why: e.to_string(),
+    };
+    let terms = serde_json::from_str(r.get::<&str, _>(6)).map_err(|e| corrupt("terms", e))?;
+    let outcome = r
+        .get::<Option<&str>, _>(8)
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| corrupt("outcome", e))?;
+    Ok(Operation {
         sender_id: r.get(1),
         account: r.get(2),
         subscription: r.get(3),
         change_type: r.get(4),
         revision: r.get(5),
-        terms: r.get(6),
+        terms,
         state: OpState::parse(r.get::<&str, _>(7)),
-        outcome: r.get(8),
+        outcome,
         created_at: r.get(9),
         updated_at: r.get(10),
-    }
+        request_key,
+    })
 }

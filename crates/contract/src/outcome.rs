@@ -152,6 +152,13 @@ pub struct Terms {
     pub entitlements: String,
 }
 
+/// The terms as JSON, as the store keeps them and the audit trail shows them.
+impl std::fmt::Display for Terms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
+    }
+}
+
 /// The whole outcome object, as sent in the `custom` payload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
