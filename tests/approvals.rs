@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{spawn_app_with, test_settings, Chat, ChatExt, TestApp};
 use serde_json::{json, Value};
 
-use actiongate::consent::{Guard, Status};
+use actiongate::consent::{Guard, Outcome, Reason, Status};
 use actiongate::store::{ApprovalState, OpState};
 
 const WINE: &str = "WS-SUB-7001";
@@ -219,7 +219,12 @@ async fn an_approval_sends_the_change_once_however_often_it_is_given() {
     assert!(!app.store.start_approval(&key, "ben", None).await.unwrap());
     assert!(!app
         .store
-        .reject_approval(&key, "ben", "late", "{}")
+        .reject_approval(
+            &key,
+            "ben",
+            "late",
+            &Outcome::blocked(Reason::ApprovalRejected)
+        )
         .await
         .unwrap());
     assert_eq!(app.revision(WINE).await, 4);
@@ -433,6 +438,13 @@ async fn approvals_from_the_terminal_use_the_same_rules_and_audit() {
         list.contains("asked: ") && list.contains("reply: yes"),
         "{list}"
     );
+    // The JSON lines keep the stored shape: the terms as the JSON text the store holds.
+    let line: Value =
+        serde_json::from_str(run(&["list", "--format", "json"]).lines().next().unwrap()).unwrap();
+    let terms: Value =
+        serde_json::from_str(line["terms"].as_str().expect("terms as text")).unwrap();
+    assert_eq!(terms["tag"], "WS-SUB-7001 cancel_now r3");
+    assert_eq!(line["outcome"], Value::Null);
     let key = app.store.approvals(None).await.unwrap()[0]
         .request_key
         .clone();

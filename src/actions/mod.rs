@@ -39,9 +39,7 @@ async fn audit(
         account,
         target,
         question_terms: None,
-        service_terms: terms
-            .or(outcome.current.as_ref())
-            .map(|t| serde_json::to_string(t).expect("terms serialise")),
+        service_terms: terms.or(outcome.current.as_ref()).map(Terms::to_string),
         status: outcome.status.as_str().to_owned(),
         reason: outcome.reason.map(|r| r.as_str().to_owned()),
         ..AuditEntry::default()

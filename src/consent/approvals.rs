@@ -4,7 +4,7 @@
 
 use super::checks::Confirmation;
 use super::guard::Guard;
-use super::outcome::{Outcome, Reason, Terms};
+use super::outcome::{Outcome, Reason};
 use super::send::held_outcome;
 use crate::conversation::{Given, Meaning, Question, Reply};
 use crate::store::{now_ms, Approval, ApprovalState, AuditEntry, OpState, Operation, StoreError};
@@ -26,24 +26,22 @@ impl Guard {
     pub async fn approval_outcome(&self, held: &Approval) -> Result<Outcome, StoreError> {
         match held.state {
             ApprovalState::Held if held.expires_at > now_ms() => {
-                Ok(held_outcome(stored_terms(held)?))
+                Ok(held_outcome(held.terms.clone()))
             }
-            ApprovalState::Held => {
-                Ok(Outcome::blocked(Reason::ApprovalExpired)
-                    .with_current(Some(stored_terms(held)?)))
-            }
+            ApprovalState::Held => Ok(
+                Outcome::blocked(Reason::ApprovalExpired).with_current(Some(held.terms.clone()))
+            ),
             ApprovalState::Approved => match self.store.operation(&held.request_key).await? {
                 Some(op) => Box::pin(self.replay(op)).await,
                 // Approved, the command about to be claimed: still waiting.
-                None => Ok(held_outcome(stored_terms(held)?)),
+                None => Ok(held_outcome(held.terms.clone())),
             },
             ApprovalState::Rejected
             | ApprovalState::Expired
             | ApprovalState::Blocked
             | ApprovalState::Withdrawn => Ok(held
                 .outcome
-                .as_deref()
-                .and_then(|json| serde_json::from_str(json).ok())
+                .clone()
                 .unwrap_or_else(|| Outcome::blocked(Reason::ApprovalRejected))),
         }
     }
@@ -105,7 +103,7 @@ impl Guard {
     /// Steps 11 to 15 again for an approved change, with the terms stored at the hold.
     pub(super) async fn send_approved(&self, held: &Approval) -> Result<Outcome, StoreError> {
         let key = &held.request_key;
-        let terms = stored_terms(held)?;
+        let terms = held.terms.clone();
         let confirmation = Confirmation {
             account: held.account.clone(),
             tag: Tag {
@@ -139,8 +137,7 @@ impl Guard {
                     // again once the service answers (it is taken over after a while).
                     return Ok(refusal);
                 }
-                let json = serde_json::to_string(&refusal).expect("an outcome serialises");
-                self.store.block_approval(key, &json).await?;
+                self.store.block_approval(key, &refusal).await?;
                 return Ok(refusal);
             }
         };
@@ -151,7 +148,7 @@ impl Guard {
             subscription: held.subscription.clone(),
             change_type: held.change_type.clone(),
             revision: held.revision,
-            terms: stored_terms(held)?,
+            terms: held.terms.clone(),
             state: OpState::Claimed,
             outcome: None,
             created_at: now_ms(),
@@ -160,8 +157,7 @@ impl Guard {
         let outcome = self.claim_spend_send(op, confirmation, current).await?;
         if outcome.reason == Some(Reason::RateLimited) {
             // The budget was spent by the time of approval: the hold ends, nothing sent.
-            let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-            self.store.block_approval(key, &json).await?;
+            self.store.block_approval(key, &outcome).await?;
         }
         Ok(outcome)
     }
@@ -177,12 +173,11 @@ impl Guard {
             return Ok(None);
         };
         let outcome = Outcome::blocked(Reason::ApprovalRejected)
-            .with_current(Some(stored_terms(&held)?))
+            .with_current(Some(held.terms.clone()))
             .with_why(Some(note.to_owned()).filter(|n| !n.trim().is_empty()));
-        let json = serde_json::to_string(&outcome).expect("an outcome serialises");
         if !self
             .store
-            .reject_approval(key, operator, note, &json)
+            .reject_approval(key, operator, note, &outcome)
             .await?
         {
             let now = self.store.approval(key).await?.unwrap_or(held);
@@ -210,11 +205,10 @@ impl Guard {
     /// section 7): `blocked`/`withdrawn`, audited, and nothing is sent, then or on a later
     /// approval. `None` when it was no longer held (decided meanwhile).
     pub async fn withdraw(&self, held: &Approval) -> Result<Option<Outcome>, StoreError> {
-        let outcome = Outcome::blocked(Reason::Withdrawn).with_current(Some(stored_terms(held)?));
-        let json = serde_json::to_string(&outcome).expect("an outcome serialises");
+        let outcome = Outcome::blocked(Reason::Withdrawn).with_current(Some(held.terms.clone()));
         if !self
             .store
-            .withdraw_approval(&held.request_key, &json)
+            .withdraw_approval(&held.request_key, &outcome)
             .await?
         {
             return Ok(None);
@@ -233,8 +227,7 @@ impl Guard {
     /// Ends the holds past their expiry (`blocked`/`approval_expired`); how many.
     pub async fn expire_holds(&self) -> Result<usize, StoreError> {
         let outcome = Outcome::blocked(Reason::ApprovalExpired);
-        let json = serde_json::to_string(&outcome).expect("an outcome serialises");
-        let keys = self.store.expire_approvals(&json).await?;
+        let keys = self.store.expire_approvals(&outcome).await?;
         for key in &keys {
             if let Some(held) = self.store.approval(key).await? {
                 self.audit_decision(&held, "expire_subscription_change", "-", &outcome, None)
@@ -262,7 +255,7 @@ impl Guard {
                 account: Some(held.account.clone()),
                 target: Some(format!("{} {}", held.subscription, held.change_type)),
                 question_terms: Some(held.question.clone()),
-                service_terms: Some(held.terms.clone()),
+                service_terms: Some(held.terms.to_string()),
                 status: outcome.status.as_str().into(),
                 reason: match (outcome.reason, note) {
                     (Some(r), Some(n)) if !n.is_empty() => Some(format!("{}: {n}", r.as_str())),
@@ -276,13 +269,4 @@ impl Guard {
             })
             .await
     }
-}
-
-/// The service's terms a hold stored at step 13.
-pub(super) fn stored_terms(held: &Approval) -> Result<Terms, StoreError> {
-    serde_json::from_str(&held.terms).map_err(|e| StoreError::Corrupt {
-        what: "terms of the hold",
-        key: held.request_key.clone(),
-        why: e.to_string(),
-    })
 }

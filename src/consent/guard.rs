@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::approvals::stored_terms;
 use super::checks::{check_conversation, compare_facts, Confirmation};
 use super::inputs::ApplyInputs;
 use super::notify::RasaNotifier;
@@ -132,10 +131,7 @@ impl Guard {
                     .question
                     .as_ref()
                     .map(|q| q.text.clone()),
-                service_terms: outcome
-                    .current
-                    .as_ref()
-                    .map(|t| serde_json::to_string(t).expect("terms serialise")),
+                service_terms: outcome.current.as_ref().map(Terms::to_string),
                 status: outcome.status.as_str().into(),
                 reason: outcome.reason.map(|r| r.as_str().into()),
                 request_key: key,
@@ -236,7 +232,7 @@ impl Guard {
             if let Some(open) = oldest.filter(|h| {
                 h.request_key != *key && for_subscription >= rules.max_open_per_subscription
             }) {
-                return Ok(held_outcome(stored_terms(&open)?).with_why(Some(
+                return Ok(held_outcome(open.terms.clone()).with_why(Some(
                     "A change to this subscription already waits for a colleague's approval; it must be decided or withdrawn first.".into(),
                 )));
             }
@@ -256,7 +252,7 @@ impl Guard {
                 subscription: op.subscription.clone(),
                 change_type: op.change_type.clone(),
                 revision: op.revision,
-                terms: serde_json::to_string(&current).expect("terms serialise"),
+                terms: current.clone(),
                 question: confirmation.question.text.clone(),
                 question_at: confirmation.question.timestamp,
                 reply: confirmation.reply.text.clone(),

@@ -126,7 +126,6 @@ pub fn held(
             p.meta { "At most one change per subscription and " (per_account) " per account wait at once; more are refused to the customer." }
             @if items.is_empty() { p.card { "Nothing is waiting for approval." } }
             @for a in items {
-                @let t: Option<Terms> = serde_json::from_str(&a.terms).ok();
                 section.card id=(format!("held-{}", a.request_key)) {
                     div.meta {
                         "Account " strong { (a.account) } " · " (a.subscription) " · " (a.change_type)
@@ -138,7 +137,7 @@ pub fn held(
                     div.quote { (a.question) }
                     p { "They replied:" }
                     div.quote { (a.reply) }
-                    @if let Some(t) = &t { p { "The service's terms when it was held:" } (terms(t)) }
+                    p { "The service's terms when it was held:" } (terms(&a.terms))
                     div.actions {
                         form method="post" action=(format!("/held/{}/approve", a.request_key)) {
                             input type="hidden" name="csrf" value=(csrf);

@@ -7,6 +7,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::{now_ms, Store, StoreError};
+use contract::outcome::{Outcome, Terms};
 
 /// Where a held change is: held → approved (its operation, under the same request key,
 /// then holds the outcome) | rejected | expired | blocked (on approval the facts had moved,
@@ -57,8 +58,9 @@ pub struct Approval {
     pub change_type: String,
     /// The revision the customer confirmed and the service had at step 13.
     pub revision: i64,
-    /// The service's terms at step 13 (JSON).
-    pub terms: String,
+    /// The service's terms at step 13 (shown as JSON text, as stored).
+    #[serde(serialize_with = "json_text")]
+    pub terms: Terms,
     /// The question as Rasa sent it, and when.
     pub question: String,
     pub question_at: Option<f64>,
@@ -75,22 +77,53 @@ pub struct Approval {
     pub decided_by: Option<String>,
     pub decided_at: Option<i64>,
     pub note: Option<String>,
-    /// The outcome once decided (JSON), unless approved (then the operation's).
-    pub outcome: Option<String>,
+    /// The outcome once decided, unless approved (then the operation's); shown as JSON
+    /// text, as stored.
+    #[serde(serialize_with = "json_text_or_null")]
+    pub outcome: Option<Outcome>,
+}
+
+/// A value as the JSON text the store keeps (what `approvals list --format json` has always
+/// shown).
+fn json_text<S: serde::Serializer, T: Serialize>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&serde_json::to_string(value).map_err(serde::ser::Error::custom)?)
+}
+
+fn json_text_or_null<S: serde::Serializer>(
+    value: &Option<Outcome>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => json_text(v, s),
+        None => s.serialize_none(),
+    }
 }
 
 const COLUMNS: &str = "request_key, sender_id, account, subscription, change_type, revision, terms, question, question_at, \
      reply, reply_at, reply_id, rule, state, created_at, expires_at, decided_by, decided_at, note, outcome";
 
-fn approval_from(r: &AnyRow) -> Approval {
-    Approval {
-        request_key: r.get(0),
+fn approval_from(r: &AnyRow) -> Result<Approval, StoreError> {
+    let request_key: String = r.get(0);
+    let corrupt = |what, e: serde_json::Error| StoreError::Corrupt {
+        what,
+        key: request_key.clone(),
+        why: e.to_string(),
+    };
+    let terms =
+        serde_json::from_str(r.get::<&str, _>(6)).map_err(|e| corrupt("terms of the hold", e))?;
+    let outcome = r
+        .get::<Option<&str>, _>(19)
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| corrupt("outcome of the hold", e))?;
+    Ok(Approval {
+        request_key,
         sender_id: r.get(1),
         account: r.get(2),
         subscription: r.get(3),
         change_type: r.get(4),
         revision: r.get(5),
-        terms: r.get(6),
+        terms,
         question: r.get(7),
         question_at: r.get(8),
         reply: r.get(9),
@@ -103,8 +136,8 @@ fn approval_from(r: &AnyRow) -> Approval {
         decided_by: r.get(16),
         decided_at: r.get(17),
         note: r.get(18),
-        outcome: r.get(19),
-    }
+        outcome,
+    })
 }
 
 impl Store {
@@ -121,7 +154,7 @@ impl Store {
         .bind(&a.subscription)
         .bind(&a.change_type)
         .bind(a.revision)
-        .bind(&a.terms)
+        .bind(serde_json::to_string(&a.terms)?)
         .bind(&a.question)
         .bind(a.question_at)
         .bind(&a.reply)
@@ -143,7 +176,7 @@ impl Store {
         .bind(key)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| approval_from(&r)))
+        row.map(|r| approval_from(&r)).transpose()
     }
 
     /// Held changes in a state (all when `None`), oldest first.
@@ -157,7 +190,7 @@ impl Store {
         .bind(state.map(ApprovalState::as_str))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(approval_from).collect())
+        rows.iter().map(approval_from).collect()
     }
 
     /// The conversation's latest held change.
@@ -171,7 +204,7 @@ impl Store {
         .bind(sender)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| approval_from(&r)))
+        row.map(|r| approval_from(&r)).transpose()
     }
 
     /// The account's open (held, unexpired) holds, how many; and the subscription's, how
@@ -206,7 +239,7 @@ impl Store {
         Ok((
             count as usize,
             for_subscription as usize,
-            row.map(|r| approval_from(&r)),
+            row.map(|r| approval_from(&r)).transpose()?,
         ))
     }
 
@@ -247,11 +280,12 @@ impl Store {
     }
 
     /// Ends an approved change without sending (the facts moved, the budget was spent).
-    pub async fn block_approval(&self, key: &str, outcome: &str) -> Result<(), StoreError> {
+    pub async fn block_approval(&self, key: &str, outcome: &Outcome) -> Result<(), StoreError> {
+        let outcome = serde_json::to_string(outcome)?;
         sqlx::query(
             "UPDATE approvals SET state = 'blocked', outcome = $1 WHERE request_key = $2 AND state = 'approved'",
         )
-        .bind(outcome)
+        .bind(&outcome)
         .bind(key)
         .execute(&self.pool)
         .await?;
@@ -261,13 +295,18 @@ impl Store {
     /// The customer withdraws a held change before it is decided: `true` for exactly one
     /// caller; an approval or a rejection that comes first wins, and one that comes after
     /// finds nothing held.
-    pub async fn withdraw_approval(&self, key: &str, outcome: &str) -> Result<bool, StoreError> {
+    pub async fn withdraw_approval(
+        &self,
+        key: &str,
+        outcome: &Outcome,
+    ) -> Result<bool, StoreError> {
+        let outcome = serde_json::to_string(outcome)?;
         let done = sqlx::query(
             "UPDATE approvals SET state = 'withdrawn', decided_by = 'customer', decided_at = $1, outcome = $2 \
              WHERE request_key = $3 AND state = 'held'",
         )
         .bind(now_ms())
-        .bind(outcome)
+        .bind(&outcome)
         .bind(key)
         .execute(&self.pool)
         .await?;
@@ -280,8 +319,9 @@ impl Store {
         key: &str,
         operator: &str,
         note: &str,
-        outcome: &str,
+        outcome: &Outcome,
     ) -> Result<bool, StoreError> {
+        let outcome = serde_json::to_string(outcome)?;
         let done = sqlx::query(
             "UPDATE approvals SET state = 'rejected', decided_by = $1, decided_at = $2, note = $3, outcome = $4 \
              WHERE request_key = $5 AND state = 'held'",
@@ -289,7 +329,7 @@ impl Store {
         .bind(operator)
         .bind(now_ms())
         .bind(note)
-        .bind(outcome)
+        .bind(&outcome)
         .bind(key)
         .execute(&self.pool)
         .await?;
@@ -297,7 +337,8 @@ impl Store {
     }
 
     /// Ends every hold past its expiry; returns their request keys.
-    pub async fn expire_approvals(&self, outcome: &str) -> Result<Vec<String>, StoreError> {
+    pub async fn expire_approvals(&self, outcome: &Outcome) -> Result<Vec<String>, StoreError> {
+        let outcome = serde_json::to_string(outcome)?;
         let now = now_ms();
         let due: Vec<String> = sqlx::query_scalar(
             "SELECT request_key FROM approvals WHERE state = 'held' AND expires_at <= $1",
@@ -312,7 +353,7 @@ impl Store {
                  WHERE request_key = $3 AND state = 'held' AND expires_at <= $1",
             )
             .bind(now)
-            .bind(outcome)
+            .bind(&outcome)
             .bind(&key)
             .execute(&self.pool)
             .await?;
