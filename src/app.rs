@@ -142,6 +142,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
                             secret: events.secret.clone(),
                             faults: Default::default(),
                         }),
+                    per_peer: embedded::PER_PEER,
                 },
             )
             .await?;
@@ -497,6 +498,7 @@ pub async fn subscription_service(args: &crate::cli::ServiceArgs) -> Result<(), 
                     drop_percent: args.events_drop_percent,
                 },
             }),
+            per_peer: embedded::PER_PEER,
         },
     )
     .await?;

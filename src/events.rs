@@ -12,7 +12,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use serde_json::json;
 
-use crate::consent::{Guard, Outcome, Status};
+use crate::consent::Guard;
 use crate::store::{now_ms, AuditEntry, OpState, Operation, ReceivedEvent, StoreError};
 use crate::subscriptions::events::{verify, Event, SignatureError, SIGNATURE_HEADER};
 
@@ -248,14 +248,7 @@ impl Inbox {
         };
         let verdict = match op.state {
             OpState::Sent | OpState::Unknown => {
-                let outcome = Outcome {
-                    status: Status::Applied,
-                    reason: None,
-                    effects: 1,
-                    current: Some(op.terms.clone()),
-                    why: None,
-                };
-                if store.resolve_applied(&op.request_key, &outcome).await? {
+                if self.guard.resolve_by_event(&op).await? {
                     tracing::info!(request_key = %op.request_key, revision = event.revision, "a service event resolved the operation: applied");
                     Verdict::Resolved
                 } else {

@@ -414,6 +414,7 @@ async fn service(dir: &std::path::Path) -> String {
             command_delay: Duration::ZERO,
             faults: Default::default(),
             events: None,
+            per_peer: embedded::PER_PEER,
         },
     )
     .await

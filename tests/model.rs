@@ -851,3 +851,63 @@ async fn with_a_provider_that_cannot_be_read_nothing_is_sent() {
         "no command is recorded as sent"
     );
 }
+
+/// One owner for an operation's life: in the product, only `consent::lifecycle` calls the
+/// store's moves (claim, send, end, give back, resolve by event), and only the store's
+/// own module writes the operations table. A new caller elsewhere (say the events inbox
+/// writing `applied` itself again) fails here and must go through the lifecycle.
+#[test]
+fn an_operation_moves_only_through_its_lifecycle() {
+    const MOVES: [&str; 6] = [
+        ".claim(",
+        ".mark_sent(",
+        ".set_state(",
+        ".release(",
+        ".release_stale_claim(",
+        ".resolve_applied(",
+    ];
+    const WRITES: [&str; 3] = [
+        "INSERT INTO operations",
+        "UPDATE operations",
+        "DELETE FROM operations",
+    ];
+    fn sources(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    let mut seen_in_lifecycle = 0;
+    for path in files {
+        let relative = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let source = std::fs::read_to_string(&path).unwrap();
+        let in_store = relative.starts_with("src/store/");
+        for call in MOVES {
+            let calls = source.matches(call).count();
+            if relative == "src/consent/lifecycle.rs" {
+                seen_in_lifecycle += calls;
+            } else if !in_store {
+                assert_eq!(calls, 0, "{relative} calls the store's `{call}`: move operations through consent::lifecycle");
+            }
+        }
+        for write in WRITES {
+            assert!(
+                in_store || !source.contains(write),
+                "{relative} writes the operations table (`{write}`) outside the store"
+            );
+        }
+    }
+    // Not vacuous: the lifecycle makes every move.
+    assert!(seen_in_lifecycle >= MOVES.len(), "{seen_in_lifecycle}");
+}

@@ -4,8 +4,8 @@
 
 use super::checks::Confirmation;
 use super::guard::Guard;
+use super::lifecycle::held_outcome;
 use super::outcome::{Outcome, Reason};
-use super::send::held_outcome;
 use crate::conversation::{Given, Meaning, Question, Reply};
 use crate::store::{now_ms, Approval, ApprovalState, AuditEntry, OpState, Operation, StoreError};
 use crate::subscriptions::model::Tag;

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use super::checks::{check_conversation, compare_facts, Confirmation};
 use super::inputs::ApplyInputs;
+use super::lifecycle::{held_outcome, pending, recorded, Lifecycle};
 use super::notify::RasaNotifier;
 use super::outcome::{Outcome, Reason, Terms};
-use super::send::{held_outcome, pending, recorded, ConfirmedChange};
+use super::send::ConfirmedChange;
 use super::ConsentConfig;
 use crate::store::{
     now_ms, Approval, ApprovalState, AuditEntry, Claim, OpState, Operation, Store, StoreError,
@@ -289,7 +290,8 @@ impl Guard {
     ) -> Result<Outcome, StoreError> {
         let key = &confirmation.request_key;
         let claim = step!("guard.claim");
-        let claimed = self.store.claim(&op).instrument(claim.clone()).await?;
+        let life = Lifecycle::of(&self.store);
+        let claimed = life.claim_key(&op).instrument(claim.clone()).await?;
         if matches!(claimed, Claim::SubscriptionBusy) {
             decided(&claim, &pending());
         }
@@ -312,7 +314,7 @@ impl Guard {
             .instrument(step!("guard.budget"))
             .await?
         {
-            self.store.release(key).await?;
+            life.never_sent(key).await?;
             return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
         }
         // 15. The command.

@@ -1,7 +1,8 @@
 //! The guard: the checks of CONTRACT.md section 4, in order, in one place; the only
 //! maker of a [`ConfirmedChange`], which is the only way to send a command. Along its
 //! story: [`inputs`] (the tracker read once), [`checks`] (the pure checks), [`guard`]
-//! (the orchestration and the repeats R1–R3), [`send`] (step 15), [`approvals`]
+//! (the orchestration and the repeats R1–R3), [`send`] (step 15), [`lifecycle`] (an
+//! operation's moves, claimed to applied, failed or unknown, and nowhere else), [`approvals`]
 //! (changes a person approves), [`reconcile`] (unknown outcomes, by the facts) and
 //! [`notify`] (telling Rasa of a decision).
 
@@ -10,6 +11,7 @@ mod checks;
 mod guard;
 pub mod identity;
 mod inputs;
+mod lifecycle;
 mod notify;
 pub use contract::outcome;
 pub mod plain_yes;

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use super::guard::Guard;
+use super::lifecycle::{not_sent, pending, recorded, Ending, Lifecycle};
 use super::outcome::{Outcome, Reason, Status};
-use super::send::{applied, not_sent, pending, recorded};
 use crate::store::{now_ms, OpState, Operation, StoreError};
 use crate::subscriptions::KeyState;
 
@@ -24,11 +24,7 @@ impl Guard {
             }
             // Claimed and left (the process stopped before sending): nothing was sent. Only
             // if it is still exactly as seen: a claim that moved on to sent is not touched.
-            if self
-                .store
-                .release_stale_claim(&op.request_key, op.updated_at)
-                .await?
-            {
+            if Lifecycle::of(&self.store).take_back_left_claim(op).await? {
                 return Ok(Outcome::blocked(Reason::ServiceUnavailable));
             }
             return match self.store.operation(&op.request_key).await? {
@@ -39,34 +35,14 @@ impl Guard {
         // Only the service's answer about the key resolves it (CONTRACT.md section 4):
         // made, in flight, or void and fenced. Never the time passed, nor a 404 from a
         // service that cannot fence the key.
+        let life = Lifecycle::of(&self.store);
         match self.provider.change_by_key(&op.request_key).await {
             Ok(KeyState::Made(_change)) => {
-                let outcome = applied(&op.terms);
-                if !self
-                    .store
-                    .set_state(&op.request_key, OpState::Applied, Some(&outcome))
-                    .await?
-                {
-                    // Resolved meanwhile: what was recorded stands.
-                    if let Some(now) = self.store.operation(&op.request_key).await? {
-                        return Ok(recorded(&now));
-                    }
-                }
-                Ok(outcome)
+                life.end(&op.request_key, &op.terms, Ending::Applied).await
             }
             Ok(KeyState::Void) => {
-                let outcome = not_sent();
-                if !self
-                    .store
-                    .set_state(&op.request_key, OpState::Failed, Some(&outcome))
-                    .await?
-                {
-                    // Resolved meanwhile (an event said it was applied): that stands.
-                    if let Some(now) = self.store.operation(&op.request_key).await? {
-                        return Ok(recorded(&now));
-                    }
-                }
-                Ok(outcome)
+                life.end(&op.request_key, &op.terms, Ending::Failed(not_sent()))
+                    .await
             }
             Ok(KeyState::InFlight | KeyState::NotFound) => Ok(pending()),
             Err(e) => {
@@ -74,6 +50,14 @@ impl Guard {
                 Ok(pending())
             }
         }
+    }
+
+    /// Resolves an operation a signed service event names by its request key: the event
+    /// proves the change was made, in whatever order it arrives (docs/EVENTS.md). `true`
+    /// when this resolved it; `false` when it was already resolved (applied by the
+    /// command's own answer, a lookup, or an earlier delivery of the event).
+    pub async fn resolve_by_event(&self, op: &Operation) -> Result<bool, StoreError> {
+        Lifecycle::of(&self.store).applied_by_event(op).await
     }
 
     /// Resolves every operation left sent or unknown for longer than `min_age`.

@@ -1,9 +1,11 @@
 //! Step 15: the [`ConfirmedChange`] (only the guard makes one; it is the only
-//! implementation of the command's seal) and its sending, with the outcomes it records.
+//! implementation of the command's seal) and its sending, its ending handed to the
+//! operation's [`Lifecycle`].
 
 use super::checks::{current_terms, Confirmation};
+use super::lifecycle::{not_sent, Ending, Lifecycle};
 use super::outcome::{Outcome, Reason, Status, Terms};
-use crate::store::{OpState, Operation, Store, StoreError};
+use crate::store::{Store, StoreError};
 use crate::subscriptions::provider::{self, ConfirmedCommand};
 use crate::subscriptions::{CommandOutcome, Provider};
 
@@ -59,101 +61,43 @@ impl ConfirmedChange {
         provider: &dyn Provider,
         store: &Store,
     ) -> Result<Outcome, StoreError> {
+        let life = Lifecycle::of(store);
         let c = &self.confirmation;
         let key = &c.request_key;
-        if !store.mark_sent(key).await? {
+        if !life.sending(key).await? {
             // The claim was taken back meanwhile: nothing may be sent under it.
             tracing::warn!(request_key = %key, "the claim was taken back before sending; nothing sent");
             return Ok(Outcome::blocked(Reason::ServiceUnavailable));
         }
-        let result = provider.send_change(&self).await;
-        let (state, outcome) = match result {
-            CommandOutcome::Applied { .. } => (OpState::Applied, applied(&self.current)),
-            CommandOutcome::Stale(record) => {
-                let outcome = Outcome::blocked(Reason::StaleAtService)
+        let ending = match provider.send_change(&self).await {
+            CommandOutcome::Applied { .. } => Ending::Applied,
+            CommandOutcome::Stale(record) => Ending::Failed(
+                Outcome::blocked(Reason::StaleAtService)
                     .with_current(current_terms(&record, &c.tag.change_type))
-                    .with_why(record.why_since(c.tag.revision));
-                (OpState::Failed, outcome)
+                    .with_why(record.why_since(c.tag.revision)),
+            ),
+            CommandOutcome::InFlight => Ending::Unknown,
+            CommandOutcome::Unknown(why) => {
+                tracing::warn!(request_key = %key, %why, "the command's outcome is unknown");
+                Ending::Unknown
             }
-            CommandOutcome::InFlight | CommandOutcome::Unknown(_) => {
-                if let CommandOutcome::Unknown(why) = &result {
-                    tracing::warn!(request_key = %key, %why, "the command's outcome is unknown");
-                }
-                (OpState::Unknown, pending())
-            }
-            CommandOutcome::Voided => (OpState::Failed, not_sent()),
+            CommandOutcome::Voided => Ending::Failed(not_sent()),
             CommandOutcome::NotSent(why) => {
                 tracing::warn!(request_key = %key, %why, "the command could not be sent");
-                store.release(key).await?;
+                life.never_sent(key).await?;
                 return Ok(Outcome::blocked(Reason::ServiceUnavailable));
             }
             CommandOutcome::Rejected { status, message } => {
                 tracing::warn!(request_key = %key, status, %message, "the service refused the command");
-                let outcome = Outcome {
+                Ending::Failed(Outcome {
                     status: Status::Failed,
                     reason: Some(Reason::ServiceRejected),
                     effects: 0,
                     current: None,
                     why: Some(message),
-                };
-                (OpState::Failed, outcome)
+                })
             }
         };
-        if !store.set_state(key, state, Some(&outcome)).await? {
-            // A service event resolved it while the answer was awaited: that is the outcome.
-            if let Some(op) = store.operation(key).await? {
-                return Ok(recorded(&op));
-            }
-        }
-        Ok(outcome)
+        life.end(key, &self.current, ending).await
     }
-}
-
-pub(super) fn applied(terms: &Terms) -> Outcome {
-    Outcome {
-        status: Status::Applied,
-        reason: None,
-        effects: 1,
-        current: Some(terms.clone()),
-        why: None,
-    }
-}
-
-pub(super) fn held_outcome(terms: Terms) -> Outcome {
-    Outcome {
-        status: Status::Held,
-        reason: Some(Reason::ApprovalRequired),
-        effects: 0,
-        current: Some(terms),
-        why: None,
-    }
-}
-
-pub(super) fn pending() -> Outcome {
-    Outcome {
-        status: Status::PendingVerification,
-        reason: Some(Reason::OutcomeUnknown),
-        effects: 0,
-        current: None,
-        why: None,
-    }
-}
-
-/// `failed`/`not_sent`: the service never received the command and has fenced its key, so
-/// it never will.
-pub(super) fn not_sent() -> Outcome {
-    Outcome {
-        status: Status::Failed,
-        reason: Some(Reason::NotSent),
-        effects: 0,
-        current: None,
-        why: Some(
-            "The subscription service never received this change, and will not make it; nothing was changed."
-                .into(),
-        ),
-    }
-}
-
-pub(super) fn recorded(op: &Operation) -> Outcome {
-    op.outcome.clone().unwrap_or_else(pending)
 }

@@ -747,6 +747,7 @@ mod command_tests {
                 command_delay: Duration::from_millis(delay_ms),
                 faults: Default::default(),
                 events: None,
+                per_peer: embedded::PER_PEER,
             },
         )
         .await

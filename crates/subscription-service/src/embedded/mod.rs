@@ -45,6 +45,9 @@ pub struct ServiceSettings {
     pub faults: Faults,
     /// Where change events are delivered; none by default (then none are written).
     pub events: Option<EventDelivery>,
+    /// Connections open at once from one address ([`PER_PEER`] unless a test bounds it
+    /// lower to see the bound reached).
+    pub per_peer: usize,
 }
 
 /// Connections open at once from one address. The service's one peer is normally the
@@ -135,7 +138,7 @@ pub async fn serve(
         events,
         cache: RecordCache::default(),
     });
-    let peers = actionserver::PeerLimit::new("subscription service", PER_PEER);
+    let peers = actionserver::PeerLimit::new("subscription service", settings.per_peer);
     let pace = web::Data::new(actionserver::Pace::new(|| {
         error(
             StatusCode::REQUEST_TIMEOUT,

@@ -1,0 +1,155 @@
+//! An operation's life, owned here alone: claimed → sent → applied, failed or unknown
+//! (CONTRACT.md section 4), each move a typed transition the store makes conditionally, so
+//! that of two moves racing (a reply and a lookup, an event and a redelivery) the first
+//! stands and the other reads it back; and the outcomes each state answers with.
+
+use super::outcome::{Outcome, Reason, Status, Terms};
+use crate::store::{Claim, OpState, Operation, Store, StoreError};
+
+/// How a sent command ended, as far as the one who learned it knows.
+#[derive(Debug)]
+pub(super) enum Ending {
+    /// The service made the change: its 2xx, its answer about the key, or a signed event.
+    Applied,
+    /// It was not made and never will be (refused, stale, or void and fenced); the outcome
+    /// says which.
+    Failed(Outcome),
+    /// Nobody knows yet: only the service's facts will tell (never the time passed).
+    Unknown,
+}
+
+impl Ending {
+    fn state(&self) -> OpState {
+        match self {
+            Self::Applied => OpState::Applied,
+            Self::Failed(_) => OpState::Failed,
+            Self::Unknown => OpState::Unknown,
+        }
+    }
+}
+
+/// The moves of an operation, over the store that keeps it. Nothing else in the product
+/// moves an operation's state; the store's conditions make each move at most once.
+#[derive(Clone, Copy)]
+pub(super) struct Lifecycle<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Lifecycle<'a> {
+    pub(super) fn of(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    /// → claimed: the request key taken, if no other delivery has it and the subscription
+    /// has no other unresolved command.
+    pub(super) async fn claim_key(&self, op: &Operation) -> Result<Claim, StoreError> {
+        debug_assert_eq!(op.state, OpState::Claimed);
+        self.store.claim(op).await
+    }
+
+    /// claimed → sent, the moment before the command goes out. `false` when the claim was
+    /// taken back meanwhile: then nothing may be sent under it.
+    pub(super) async fn sending(&self, key: &str) -> Result<bool, StoreError> {
+        self.store.mark_sent(key).await
+    }
+
+    /// claimed or sent → gone: the command never left (the budget was spent, or the
+    /// service could not be reached), so the same confirmation may be tried again.
+    pub(super) async fn never_sent(&self, key: &str) -> Result<(), StoreError> {
+        self.store.release(key).await
+    }
+
+    /// claimed → gone, for a claim left behind by a process that stopped before sending,
+    /// only if it is still exactly as `op` saw it. `true` when it was taken back.
+    pub(super) async fn take_back_left_claim(&self, op: &Operation) -> Result<bool, StoreError> {
+        debug_assert_eq!(op.state, OpState::Claimed);
+        self.store
+            .release_stale_claim(&op.request_key, op.updated_at)
+            .await
+    }
+
+    /// sent or unknown → how it ended, with the outcome the customer is told: this
+    /// ending's, or, when another move resolved the operation first, the one recorded.
+    pub(super) async fn end(
+        &self,
+        key: &str,
+        terms: &Terms,
+        ending: Ending,
+    ) -> Result<Outcome, StoreError> {
+        let state = ending.state();
+        let outcome = match ending {
+            Ending::Applied => applied(terms),
+            Ending::Failed(outcome) => outcome,
+            Ending::Unknown => pending(),
+        };
+        if !self.store.set_state(key, state, Some(&outcome)).await? {
+            // Resolved meanwhile (an event, a lookup, another delivery): that stands.
+            if let Some(op) = self.store.operation(key).await? {
+                return Ok(recorded(&op));
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// sent or unknown → applied, because a signed service event names the operation's
+    /// request key: the event proves the outcome in whatever order it arrives. `true` when
+    /// this moved it; `false` when it was already resolved.
+    pub(super) async fn applied_by_event(&self, op: &Operation) -> Result<bool, StoreError> {
+        self.store
+            .resolve_applied(&op.request_key, &applied(&op.terms))
+            .await
+    }
+}
+
+/// `applied`, with the terms confirmed.
+pub(super) fn applied(terms: &Terms) -> Outcome {
+    Outcome {
+        status: Status::Applied,
+        reason: None,
+        effects: 1,
+        current: Some(terms.clone()),
+        why: None,
+    }
+}
+
+/// `held`/`approval_required`, with the terms a person will decide on.
+pub(super) fn held_outcome(terms: Terms) -> Outcome {
+    Outcome {
+        status: Status::Held,
+        reason: Some(Reason::ApprovalRequired),
+        effects: 0,
+        current: Some(terms),
+        why: None,
+    }
+}
+
+/// `pending_verification`/`outcome_unknown`.
+pub(super) fn pending() -> Outcome {
+    Outcome {
+        status: Status::PendingVerification,
+        reason: Some(Reason::OutcomeUnknown),
+        effects: 0,
+        current: None,
+        why: None,
+    }
+}
+
+/// `failed`/`not_sent`: the service never received the command and has fenced its key, so
+/// it never will.
+pub(super) fn not_sent() -> Outcome {
+    Outcome {
+        status: Status::Failed,
+        reason: Some(Reason::NotSent),
+        effects: 0,
+        current: None,
+        why: Some(
+            "The subscription service never received this change, and will not make it; nothing was changed."
+                .into(),
+        ),
+    }
+}
+
+/// What an operation answers with as recorded: its outcome, or pending while it has none.
+pub(super) fn recorded(op: &Operation) -> Outcome {
+    op.outcome.clone().unwrap_or_else(pending)
+}
