@@ -25,7 +25,7 @@
 #    and `N passed, M failed, K skipped`; exits non-zero if any target crashed.
 #
 # A crash input replays with `fuzz/target/<host>/release/<target> <file>`; once
-# understood it belongs in tests/fuzz_regressions/<target>/ (see tests/fuzz_regressions.rs
+# understood it belongs in tests/fuzz_regressions/<target>/ (see tests/api/fuzz_regressions.rs
 # for each folder's format).
 #
 # Environment: FUZZ_TARGETS="body_decode guard" (which targets), FUZZ_KEEP_GOING=1 (run the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the store's PostgreSQL suites (the `postgres` twins of tests/durability.rs).
+# Runs the store's PostgreSQL suites (the `postgres` twins of tests/api/durability.rs).
 #
 #   bash scripts/test-postgres.sh
 #
@@ -43,4 +43,4 @@ if [ -z "${ACTIONGATE_TEST_POSTGRES_URL:-}" ]; then
 fi
 
 log "running the PostgreSQL suites against ${ACTIONGATE_TEST_POSTGRES_URL%%@*}@..."
-cargo test --test durability -- --ignored
+cargo test --test api durability:: -- --ignored

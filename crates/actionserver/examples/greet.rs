@@ -1,6 +1,6 @@
 //! A complete custom action server with one action, as the crate's README shows it:
 //! `cargo run -p actionserver --example greet`, then point Rasa's `action_endpoint` at
-//! `http://localhost:5055/webhook`. tests/example.rs serves the same action and calls it.
+//! `http://localhost:5055/webhook`. tests/api/example.rs serves the same action and calls it.
 
 use actionserver::{Action, ActionCall, ActionResult, Dispatcher, Message, OutEvent, Registry};
 

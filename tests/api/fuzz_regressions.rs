@@ -36,7 +36,7 @@ use actionserver::decode_body as decode;
 use actionserver::ApiError;
 use actionserver::{Tracker, WebhookRequest};
 
-#[path = "../fuzz/oracles.rs"]
+#[path = "../../fuzz/oracles.rs"]
 mod oracles;
 use oracles::{check_reader, check_webhook, every_fact_matches, limit, ENCODINGS};
 

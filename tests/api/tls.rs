@@ -1,7 +1,7 @@
 //! HTTPS with `--ssl-certificate` and `--ssl-keyfile` (rustls): a self-signed certificate
 //! made at test time, and the server answering over TLS.
 
-mod common;
+use crate::common;
 
 use common::spawn_app_with;
 

@@ -2,7 +2,7 @@
 //! change, and each decision checked at the service's record: approved → one change however
 //! often it is given; rejected, expired, moved facts, a spent budget → nothing sent.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The acceptance list of "Subscription Cancellation Needs an Exact Confirmation", each as
 //! a test against the running server and the embedded service.
 
-mod common;
+use crate::common;
 
 use common::{outcome_of, spawn_app, Chat, ChatExt, TestApp};
 use serde_json::json;

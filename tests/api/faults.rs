@@ -3,7 +3,7 @@
 //! without the service's 201/200, and for each fault the one sequence of outcomes the
 //! contract gives.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

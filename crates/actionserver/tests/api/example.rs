@@ -1,6 +1,6 @@
 //! The README's example (examples/greet.rs), served on port 0 and called as Rasa calls it.
 
-#[path = "../examples/greet.rs"]
+#[path = "../../examples/greet.rs"]
 mod greet;
 
 use actionserver::{Registry, ServerSettings};

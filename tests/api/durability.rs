@@ -3,7 +3,7 @@
 //! and the audit trail. Each test runs on SQLite; its PostgreSQL twin runs when
 //! ACTIONGATE_TEST_POSTGRES_URL names a server (scripts/test-postgres.sh sets it up).
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -161,12 +161,12 @@ async fn a_store_the_earlier_migration_runner_made_is_adopted(backend: Backend) 
     let url = database_url(backend, dir.path()).await;
     let (schema, index) = match backend {
         Backend::Sqlite => (
-            include_str!("../migrations/sqlite/0001_schema.sql"),
-            include_str!("../migrations/sqlite/0002_open_per_subscription.sql"),
+            include_str!("../../migrations/sqlite/0001_schema.sql"),
+            include_str!("../../migrations/sqlite/0002_open_per_subscription.sql"),
         ),
         Backend::Postgres => (
-            include_str!("../migrations/postgres/0001_schema.sql"),
-            include_str!("../migrations/postgres/0002_open_per_subscription.sql"),
+            include_str!("../../migrations/postgres/0001_schema.sql"),
+            include_str!("../../migrations/postgres/0002_open_per_subscription.sql"),
         ),
     };
     sqlx::any::install_default_drivers();

@@ -5,7 +5,7 @@
 //! person and never acted on; an unknown outcome resolved by its event, with the
 //! reconciler an hour away (how soon is printed).
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! the actions' and the guard's source names the slots they read, so a new read (say, a
 //! model-settable `effective_date`) cannot slip in unreviewed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! at the service (a violating scenario changes the record through the naive baseline and
 //! not through the guard). `actiongate eval` replays the whole matrix in CI.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! while another for the same subscription is unresolved. Each test checks the service's
 //! record afterwards.
 
-mod common;
+use crate::common;
 
 use common::faults::{Fault, FaultyService};
 use common::{

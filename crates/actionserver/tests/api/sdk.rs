@@ -2,7 +2,7 @@
 //! every event constructor against rasa-sdk's key order, shared state, the per-action time
 //! budget and the application's routes and middleware over real HTTP.
 
-#[path = "../examples/validation.rs"]
+#[path = "../../examples/validation.rs"]
 mod validation;
 
 use std::time::Duration;
@@ -459,7 +459,7 @@ fn chat_for_kit() -> Conversation {
     chat
 }
 
-#[path = "../examples/http_api.rs"]
+#[path = "../../examples/http_api.rs"]
 mod http_api;
 
 /// The HTTP API example against a real HTTP server standing in for the shop: a known

@@ -1,7 +1,6 @@
 //! The product's part of the tests' support: a fresh app per test (its own ports, SQLite
 //! files and embedded subscription service), started in-process from a command line.
 //! Everything else the tests drive it with comes from the testkit crate, re-exported here.
-#![allow(dead_code)]
 
 use clap::Parser;
 

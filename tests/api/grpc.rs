@@ -3,7 +3,7 @@
 //! input (after which the server keeps serving), the token, TLS and mutual TLS, and
 //! `--grpc` alone taking the port as rasa-sdk's does.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! the guard (one change, checked at the service); the console is never on the port Rasa
 //! calls. (The same console in a real browser: scripts/console-browser.sh.)
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! the Style Box story and the acceptance list of the cancellation lab, each through the
 //! running server and the embedded service, with the service's state checked afterwards.
 
-mod common;
+use crate::common;
 
 use common::{
     asked, assert_outcome, outcome_of, slot_in, spawn_app, spawn_app_with, Chat, ChatExt, TestApp,
