@@ -6,7 +6,8 @@
 //! value, answers exactly as without them, and the service's record ends the same (a
 //! behavioural check: however a slot is read, a read that matters shows); and a scan of
 //! the actions' and the guard's source names the slots they read, so a new read (say, a
-//! model-settable `effective_date`) cannot slip in unreviewed.
+//! model-settable `effective_date`) cannot slip in unreviewed: a read whose name it cannot
+//! see (`get_raw(name)`, `slots.iter()`) fails unless it is reviewed, with its reason.
 
 use crate::common;
 
@@ -29,37 +30,100 @@ const ALLOWED: [&str; 8] = [
     "change_tag",
 ];
 
-/// The slot names read in `source`: string literals, and the change memory's named
-/// constants (`change_memory::TAG`), resolved through `memory` (src/conversation.rs).
-fn slot_reads(source: &str, memory: &str) -> Vec<String> {
+/// Calls that read a slot by name: the SDK's accessors, and the guard's own reader `text`
+/// (src/consent/inputs.rs), whose definition is reviewed below.
+const READS: [&str; 5] = ["get_str(", "get_slot(", "slots.get(", "get_raw(", "text("];
+
+/// Reads whose name is not written at the call, each reviewed: the file, the call, why.
+const REVIEWED: [(&str, &str, &str); 2] = [
+    (
+        "src/consent/inputs.rs",
+        "get_str(name)",
+        "the definition of `text`, whose every call is scanned",
+    ),
+    (
+        "src/consent/inputs.rs",
+        "get_raw(name)",
+        "the confirmation template's placeholders, to re-render the question as Rasa sent it \
+         when the tracker's front was trimmed; compared with the question's text, never a term",
+    ),
+];
+
+/// Slot accessors that read no name at all: any use in the actions or the guard fails.
+const UNNAMED: [&str; 3] = ["slots.iter(", "slots.0", "slots_to_validate("];
+
+/// The slot names read in `source` (the file `path`): string literals, the change memory's
+/// named constants (`change_memory::TAG`, resolved through `memory`, src/conversation.rs),
+/// and constants the file declares. A read whose name is none of these must be in
+/// [`REVIEWED`]; otherwise the scan cannot say what it reads, and that is a failure.
+fn slot_reads(path: &str, source: &str, memory: &str) -> Result<Vec<String>, String> {
     let mut found = Vec::new();
-    for call in ["get_str(", "get_slot(", "slots.get(", "get_raw(", "text("] {
-        let mut rest = source;
-        while let Some(i) = rest.find(call) {
-            rest = &rest[i + call.len()..];
-            if let Some(literal) = rest.strip_prefix('"') {
-                if let Some(end) = literal.find('"') {
-                    found.push(literal[..end].to_owned());
-                }
-            } else if let Some(named) = rest.strip_prefix("change_memory::") {
-                let end = named
-                    .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
-                    .unwrap_or(named.len());
-                found.push(memory_slot(memory, &named[..end]));
+    for unnamed in UNNAMED {
+        if source.contains(unnamed) {
+            return Err(format!(
+                "{path} reads slots without naming them (`{unnamed}`)"
+            ));
+        }
+    }
+    for call in READS {
+        let mut offset = 0;
+        while let Some(i) = source[offset..].find(call) {
+            let at = offset + i;
+            offset = at + call.len();
+            // `text(` only as its own name, not the end of another (`effective_text(`).
+            let before = source[..at].chars().next_back();
+            if call == "text(" && before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let rest = &source[offset..];
+            let argument = &rest[..rest.find(')').unwrap_or(rest.len())];
+            if let Some(literal) = argument.strip_prefix('"') {
+                found.push(literal.trim_end_matches('"').to_owned());
+            } else if let Some(named) = argument.strip_prefix("change_memory::") {
+                found.push(memory_slot(memory, named));
+            } else if !argument.is_empty()
+                && argument.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            {
+                found.push(file_const(source, argument).ok_or_else(|| {
+                    format!(
+                        "{path}: `{call}{argument})` names a constant the file does not declare"
+                    )
+                })?);
+            } else if !REVIEWED.iter().any(|(file, reviewed, _)| {
+                path == *file && format!("{call}{argument})") == *reviewed
+            }) {
+                return Err(format!(
+                    "{path}: `{call}{argument})` reads a slot the scan cannot name; read it by a \
+                     literal or a named constant, or review it in REVIEWED"
+                ));
             }
         }
     }
-    found
+    Ok(found)
 }
 
 /// The value of `pub const NAME: &str = "...";` in src/conversation.rs.
 fn memory_slot(memory: &str, name: &str) -> String {
-    let declaration = format!("pub const {name}: &str = \"");
-    let start = memory
-        .find(&declaration)
-        .unwrap_or_else(|| panic!("change_memory::{name} is declared"))
-        + declaration.len();
-    memory[start..start + memory[start..].find('"').unwrap()].to_owned()
+    file_const(memory, name).unwrap_or_else(|| panic!("change_memory::{name} is declared"))
+}
+
+/// The value of a `const NAME: &str = "...";` declared in `source`.
+fn file_const(source: &str, name: &str) -> Option<String> {
+    let declaration = format!("const {name}: &str = \"");
+    let start = source.find(&declaration)? + declaration.len();
+    Some(source[start..start + source[start..].find('"')?].to_owned())
+}
+
+/// The Rust files under `dir`, however deep.
+fn rust_files(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
 }
 
 #[test]
@@ -67,25 +131,36 @@ fn actions_read_terms_only_from_the_change_memory() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let memory = std::fs::read_to_string(root.join("src/conversation.rs")).unwrap();
     let mut read = BTreeSet::new();
+    let mut files = Vec::new();
     for dir in ["src/actions", "src/consent"] {
-        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            let source = std::fs::read_to_string(&path).unwrap();
-            for slot in slot_reads(&source, &memory) {
-                assert!(
-                    ALLOWED.contains(&slot.as_str()),
-                    "{} reads the slot `{slot}`, which is not in the reviewed list",
-                    path.display()
-                );
-                read.insert(slot);
-            }
+        rust_files(&root.join(dir), &mut files);
+    }
+    for path in files {
+        let source = std::fs::read_to_string(&path).unwrap();
+        let relative = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        for slot in slot_reads(&relative, &source, &memory).unwrap_or_else(|e| panic!("{e}")) {
+            assert!(
+                ALLOWED.contains(&slot.as_str()),
+                "{relative} reads the slot `{slot}`, which is not in the reviewed list"
+            );
+            read.insert(slot);
         }
+    }
+    // Every reviewed read is still there (a review of code that is gone reviews nothing).
+    for (file, call, _) in REVIEWED {
+        let source = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(source.contains(call), "{file} no longer has `{call}`");
     }
     // The scan sees the reads it must see (so it is not vacuous).
     assert!(
         read.contains("subscription")
             && read.contains("change_type")
-            && read.contains("change_tag"),
+            && read.contains("change_tag")
+            && read.contains("session_started_metadata"),
         "{read:?}"
     );
     let conversation = std::fs::read_to_string(root.join("src/conversation.rs")).unwrap();
@@ -95,6 +170,28 @@ fn actions_read_terms_only_from_the_change_memory() {
             "the change memory lists {field}"
         );
     }
+}
+
+#[test]
+fn the_scan_refuses_a_read_it_cannot_name() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let memory = std::fs::read_to_string(root.join("src/conversation.rs")).unwrap();
+    let scan = |source: &str| slot_reads("src/actions/new.rs", source, &memory);
+    // A name the scan cannot see, or no name at all: refused, not passed over.
+    assert!(scan("let v = tracker.slots.get_raw(name);").is_err());
+    assert!(scan("let v = tracker.get_slot(&format!(\"change_{x}\"));").is_err());
+    assert!(scan("for (k, v) in tracker.slots.iter() {}").is_err());
+    assert!(scan("tracker.get_slot(MISSING)").is_err());
+    // The reviewed read is reviewed in its own file only.
+    assert!(slot_reads("src/consent/inputs.rs", "slots.get_raw(name)", &memory).is_ok());
+    // Names it can see, by literal, the change memory's constants and the file's own.
+    let mut seen = scan(
+        "const SLOT: &str = \"price\"; tracker.get_slot(SLOT); tracker.slots.get_str(\"a\"); \
+         text(change_memory::TAG); effective_text(&x)",
+    )
+    .unwrap();
+    seen.sort();
+    assert_eq!(seen, ["a", "change_tag", "price"]);
 }
 
 #[test]
