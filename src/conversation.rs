@@ -6,11 +6,9 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
 use serde_json::Value;
 
-use actionserver::{EventKind, RawEvent};
+use actionserver::{EventKind, Fields, RawEvent};
 
 /// The change-memory slots, written only by `select_subscription_change`: each by name,
 /// and [`ALL`](change_memory::ALL) of them.
@@ -32,232 +30,6 @@ const EXTERNAL_PREFIX: &str = "EXTERNAL: ";
 /// call held for confirmation (`requires_confirmation`): a `tool_executed` event whose
 /// `arguments.confirmed` is the answer.
 pub const MANTLE_CONFIRMATION_TOOL: &str = "resolve_tool_confirmation";
-
-/// The fields of `user`, `bot`, `action`, `slot` and `tool_executed` events this module
-/// reads. Metadata is read leniently (only bot events' `utter_action` and the `is_external`
-/// flag mean anything here), so a customer's own message metadata can't make a request
-/// malformed.
-#[derive(Deserialize)]
-struct Lite<'a> {
-    // Declared so that a duplicate `event` or `timestamp` key is refused, not guessed at.
-    #[serde(default, rename = "event")]
-    _event: Option<IgnoredAny>,
-    #[serde(default, rename = "timestamp")]
-    _timestamp: Option<IgnoredAny>,
-    #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    message_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    metadata: Option<Lenient<LiteMetadata<'a>>>,
-    #[serde(borrow, default)]
-    parse_data: Option<Lenient<LiteParse<'a>>>,
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default)]
-    value: Option<Value>,
-    #[serde(borrow, default)]
-    tool_name: Option<Cow<'a, str>>,
-    #[serde(default)]
-    arguments: Option<Value>,
-}
-
-/// What is read of an event's metadata: `utter_action` when it is a string, and whether
-/// `is_external` is `true`. Anything else (another shape, other types) reads as nothing.
-#[derive(Default)]
-struct LiteMetadata<'a> {
-    utter_action: Option<Cow<'a, str>>,
-    seen_utter_action: bool,
-    external: bool,
-}
-
-impl<'de: 'a, 'a> Shape<'de> for LiteMetadata<'a> {
-    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "utter_action" => {
-                // Two names for the response: which one the customer saw is unknowable,
-                // so the request is refused.
-                if self.seen_utter_action {
-                    return Err(serde::de::Error::duplicate_field("utter_action"));
-                }
-                self.seen_utter_action = true;
-                self.utter_action = value_as::<Str, _>(map)?.0;
-            }
-            "is_external" => self.external |= value_as::<True, _>(map)?.0,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
-
-/// The parts of a `user` event's `parse_data` that are read: the intent's name and
-/// confidence, and the metadata (where Rasa also writes `is_external`). Parse data is Rasa's own, but read
-/// leniently all the same: a shape it would never write only means there is no intent to
-/// read. Of a key given twice the last counts, as for any JSON object read whole.
-#[derive(Default)]
-struct LiteParse<'a> {
-    intent: Intent<'a>,
-    external: bool,
-}
-
-impl<'de: 'a, 'a> Shape<'de> for LiteParse<'a> {
-    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "intent" => self.intent = value_as::<Intent, _>(map)?,
-            "metadata" => self.external = value_as::<ExternalOnly, _>(map)?.0,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
-
-/// An intent's `name` when it is a string, and its `confidence` when it is a number (the
-/// last of each given).
-#[derive(Default)]
-struct Intent<'a> {
-    name: Option<Cow<'a, str>>,
-    confidence: Option<f64>,
-}
-
-impl<'de: 'a, 'a> Shape<'de> for Intent<'a> {
-    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "name" => self.name = value_as::<Str, _>(map)?.0,
-            "confidence" => self.confidence = value_as::<Number, _>(map)?.0,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
-
-/// A number, as a float.
-#[derive(Default)]
-struct Number(Option<f64>);
-
-impl Shape<'_> for Number {
-    fn number(&mut self, n: f64) {
-        self.0 = Some(n);
-    }
-}
-
-/// Whether an object's `is_external` is `true` (the last one given).
-#[derive(Default)]
-struct ExternalOnly(bool);
-
-impl<'de> Shape<'de> for ExternalOnly {
-    fn entry<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "is_external" => self.0 = value_as::<True, _>(map)?.0,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
-
-/// A string, borrowed from the body when it has no escapes; nothing for any other value.
-#[derive(Default)]
-struct Str<'a>(Option<Cow<'a, str>>);
-
-impl<'de: 'a, 'a> Shape<'de> for Str<'a> {
-    fn string(&mut self, s: Cow<'de, str>) {
-        self.0 = Some(s);
-    }
-}
-
-/// Whether the value is `true`.
-#[derive(Default)]
-struct True(bool);
-
-impl Shape<'_> for True {
-    fn truth(&mut self) {
-        self.0 = true;
-    }
-}
-
-/// How a value of any JSON type is read, in one pass and without building it: an object
-/// key by key (`entry`; what it does not read it skips), a string, `true` or a number where
-/// kept, anything else as the default. Only malformed JSON is an error, and what an `entry`
-/// refuses.
-trait Shape<'de>: Default {
-    fn entry<A: MapAccess<'de>>(&mut self, _key: &str, map: &mut A) -> Result<(), A::Error> {
-        skip(map)
-    }
-    fn string(&mut self, _: Cow<'de, str>) {}
-    fn truth(&mut self) {}
-    fn number(&mut self, _: f64) {}
-}
-
-/// The next value of `map`, read as `T`.
-fn value_as<'de, T: Shape<'de>, A: MapAccess<'de>>(map: &mut A) -> Result<T, A::Error> {
-    Ok(map.next_value::<Lenient<T>>()?.0)
-}
-
-/// Skips the next value of `map` (checking it is JSON).
-fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
-    map.next_value::<IgnoredAny>().map(drop)
-}
-
-/// A [`Shape`] as serde reads it.
-struct Lenient<T>(T);
-
-impl<'de, T: Shape<'de>> Deserialize<'de> for Lenient<T> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Any<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Shape<'de>> Visitor<'de> for Any<T> {
-            type Value = T;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
-                let mut value = T::default();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    value.entry(&key, &mut map)?;
-                }
-                Ok(value)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(T::default())
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<T, E> {
-                let mut value = T::default();
-                value.string(Cow::Borrowed(v));
-                Ok(value)
-            }
-            fn visit_str<E>(self, v: &str) -> Result<T, E> {
-                let mut value = T::default();
-                value.string(Cow::Owned(v.to_owned()));
-                Ok(value)
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<T, E> {
-                let mut value = T::default();
-                if v {
-                    value.truth();
-                }
-                Ok(value)
-            }
-            fn visit_unit<E>(self) -> Result<T, E> {
-                Ok(T::default())
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<T, E> {
-                Ok(number(v as f64))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<T, E> {
-                Ok(number(v as f64))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<T, E> {
-                Ok(number(v))
-            }
-        }
-        fn number<'de, T: Shape<'de>>(n: f64) -> T {
-            let mut value = T::default();
-            value.number(n);
-            value
-        }
-        let value = deserializer.deserialize_any(Any::<T>(std::marker::PhantomData))?;
-        Ok(Lenient(value))
-    }
-}
 
 /// The confirmation question as Rasa sent it.
 #[derive(Debug, Clone, PartialEq)]
@@ -446,8 +218,9 @@ fn classify(text: &str, external: bool) -> UserMessage<'_> {
     }
 }
 
-fn lite<'e>(position: usize, event: &'e RawEvent<'_>) -> Result<Lite<'e>, MalformedEvent> {
-    serde_json::from_str(event.raw().get()).map_err(|source| MalformedEvent {
+/// The fields of an event, read through the SDK's lenient one-pass reader.
+fn lite<'a>(position: usize, event: &RawEvent<'a>) -> Result<Fields<'a>, MalformedEvent> {
+    event.fields().map_err(|source| MalformedEvent {
         position,
         kind: event.name().to_owned(),
         source,
@@ -491,14 +264,12 @@ pub fn read(
                 }
                 let user = lite(position, event)?;
                 let text = user.text.unwrap_or_default();
-                let external = user.metadata.is_some_and(|m| m.0.external)
-                    || user.parse_data.as_ref().is_some_and(|p| p.0.external);
+                let external = user.is_external;
                 let mut heard = std::mem::take(&mut said);
-                let intent = user.parse_data.map(|p| p.0.intent).unwrap_or_default();
                 let given = match classify(&text, external) {
                     UserMessage::Customer => {
-                        if let Some(name) = intent.name.as_deref() {
-                            heard.record(signals.intent(name, intent.confidence));
+                        if let Some(name) = user.intent.as_deref() {
+                            heard.record(signals.intent(name, user.confidence));
                         }
                         Given::Typed
                     }
@@ -524,7 +295,7 @@ pub fn read(
             }
             EventKind::Bot if !asked => {
                 let bot = lite(position, event)?;
-                let utter_action = bot.metadata.and_then(|m| m.0.utter_action);
+                let utter_action = bot.utter_action;
                 if utter_action.as_deref() == Some(reading.confirm_response) {
                     conversation.question = Some(Question {
                         text: bot.text.unwrap_or_default().into_owned(),
@@ -802,8 +573,7 @@ pub fn customer_messages(events: &[&RawEvent<'_>]) -> Result<Vec<String>, Malfor
             continue;
         }
         let user = lite(position, event)?;
-        let external = user.metadata.is_some_and(|m| m.0.external)
-            || user.parse_data.as_ref().is_some_and(|p| p.0.external);
+        let external = user.is_external;
         let text = user.text.unwrap_or_default();
         if matches!(classify(&text, external), UserMessage::Customer) {
             messages.push(text.into_owned());

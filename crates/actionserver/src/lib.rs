@@ -68,7 +68,7 @@ pub use protocol::events::{
 };
 pub use protocol::tracker::ActiveLoop;
 pub use protocol::{
-    ActionResponse, Button, Event, EventKind, Message, OutEvent, RawEvent, Slots, Tracker,
+    ActionResponse, Button, Event, EventKind, Fields, Message, OutEvent, RawEvent, Slots, Tracker,
     WebhookRequest,
 };
 pub use server::body::decode as decode_body;

@@ -7,11 +7,13 @@
 //! exactly the bytes that arrived.
 
 pub mod events;
+pub mod fields;
 pub mod message;
 pub mod request;
 pub mod tracker;
 
 pub use events::{Event, EventKind, OutEvent, RawEvent};
+pub use fields::Fields;
 pub use message::{ActionResponse, Button, Message};
 pub use request::WebhookRequest;
 pub use tracker::{Slots, Tracker};
