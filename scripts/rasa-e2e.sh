@@ -38,7 +38,7 @@
 #                  run here. (About 15 s more: one training, ~4 s, one `rasa run`, ~3 s,
 #                  six files.)
 #    Each file gets a freshly seeded actiongate (its own --data-dir), because the
-#    conversations change the subscription records. `actiongate converse` drives Rasa's
+#    conversations change the subscription records. `actiongate-dev converse` drives Rasa's
 #    REST channel, checks Rasa's trackers and the service's records.
 # 5. runs the Mantle forwarder's tests (tests/mantle, pytest in the same venv) against the
 #    same binary (skipped when files are named on the command line, or E2E_MANTLE=0);
@@ -60,6 +60,8 @@ log() { printf '[rasa-e2e] %s\n' "$*" >&2; }
 RASA_VERSION="3.6.21"
 VENV="${RASA_VENV:-$ROOT/.venv-rasa}"
 BIN="${E2E_ACTIONGATE:-$ROOT/target/debug/actiongate}"
+# The conversation-test runner (`converse`), beside the server it tests.
+DEV="${E2E_ACTIONGATE_DEV:-$(dirname "$BIN")/actiongate-dev}"
 VARIANTS="${E2E_VARIANTS:-plain compressed token misrouted console}"
 TOKEN="secret"
 
@@ -214,10 +216,12 @@ fi
 # 3. Build actiongate
 # ---------------------------------------------------------------------------------------
 if [ "${E2E_SKIP_BUILD:-0}" != "1" ] && [ -z "${E2E_ACTIONGATE:-}" ]; then
-  log "building actiongate"
+  log "building actiongate and actiongate-dev"
   cargo build --quiet --bin actiongate
+  cargo build --quiet --features dev-tools --bin actiongate-dev
 fi
 [ -x "$BIN" ] || { log "no $BIN"; exit 2; }
+[ -x "$DEV" ] || { log "no $DEV"; exit 2; }
 
 # ---------------------------------------------------------------------------------------
 # Helpers
@@ -395,13 +399,13 @@ run_files() {
     fi
     out="$WORK/converse-$RUN_NO-$variant.out"
     set +e
-    "$BIN" converse "$file" --rasa "$RASA_URL" --service "$SERVICE_URL" >"$out" 2>&1
+    "$DEV" converse "$file" --rasa "$RASA_URL" --service "$SERVICE_URL" >"$out" 2>&1
     local rc=$?
     set -e
     sed "s/^/  [$variant] /" "$out"
     summary="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1 || true)"
     if [ -z "$summary" ]; then
-      log "[$variant] $rel: no summary from actiongate converse (exit $rc)"
+      log "[$variant] $rel: no summary from actiongate-dev converse (exit $rc)"
       show_log "$WORK/actiongate-$RUN_NO-$variant.log"
       FAILED_SETUP=1
     else
@@ -440,7 +444,7 @@ run_console() {
   start_actiongate console "$WORK/endpoints-console.yml" --admin-port "$admin_port" || return 1
   log "[console] tests/conversations/held_for_approval.yml, then the approval in a browser"
   out="$WORK/converse-console.out"
-  "$BIN" converse "$ROOT/tests/conversations/held_for_approval.yml" --rasa "$RASA_URL" \
+  "$DEV" converse "$ROOT/tests/conversations/held_for_approval.yml" --rasa "$RASA_URL" \
     --service "$SERVICE_URL" >"$out" 2>&1 || true
   out2="$WORK/browser-console.out"
   bash "$ROOT/scripts/console-browser.sh" --approve-held "http://127.0.0.1:$admin_port" \

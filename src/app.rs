@@ -63,7 +63,7 @@ pub struct Started {
 
 /// What a started server runs beside its listeners: the housekeeping task (reconciling,
 /// expiring holds, trimming the audit trail) and the embedded service. Dropping it stops
-/// both, so a process that starts many servers (`actiongate eval`) does not keep them all.
+/// both, so a process that starts many servers (`actiongate-dev eval`) does not keep them all.
 pub struct Background {
     housekeeping: tokio::task::JoinHandle<()>,
     embedded: Option<actix_web::dev::ServerHandle>,

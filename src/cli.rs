@@ -1,5 +1,6 @@
-//! The command line: `serve` (the default), `check`, `subscription-service`, `audit` and
-//! `converse`, with rasa-sdk's flag names where they exist.
+//! The command line: `serve` (the default), `check`, `subscription-service`, `audit`,
+//! `approvals` and `hash-password`, with rasa-sdk's flag names where they exist. The
+//! developer tools (`converse`, `eval`) are `actiongate-dev`'s.
 
 use std::path::PathBuf;
 
@@ -35,23 +36,6 @@ pub enum Command {
     /// Print the argon2 hash of a password read from standard input, for
     /// `actiongate.console.operators`.
     HashPassword,
-    /// Run conversation tests (Rasa Pro's end-to-end format) against a running Rasa.
-    Converse(ConverseCli),
-    /// Replay the consent matrix and the reply corpus through the guard and a naive
-    /// baseline; print the scores.
-    Eval(EvalArgs),
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct EvalArgs {
-    /// The matrix file (eval/consent-matrix.yml), or a reply corpus (eval/replies.yml).
-    pub matrix: PathBuf,
-    /// The reply corpus replayed after the matrix (default: replies.yml beside the matrix,
-    /// when there is one).
-    #[arg(long)]
-    pub replies: Option<PathBuf>,
-    #[command(flatten)]
-    pub log: LogArgs,
 }
 
 /// Logging flags, shared by every command.
@@ -353,30 +337,6 @@ pub enum SessionsAction {
         /// The operator's name.
         name: String,
     },
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ConverseCli {
-    /// Conversation test files.
-    #[arg(required = true)]
-    pub files: Vec<PathBuf>,
-    /// Rasa's base URL (run with --enable-api).
-    #[arg(long)]
-    pub rasa: String,
-    /// Rasa's API token (`rasa run --auth-token`).
-    #[arg(long, env = "RASA_AUTH_TOKEN", hide_env_values = true)]
-    pub rasa_token: Option<String>,
-    /// The subscription service's base URL, for steps that move its facts.
-    #[arg(long)]
-    pub service: Option<String>,
-    /// Bearer token for the subscription service.
-    #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_TOKEN", hide_env_values = true)]
-    pub service_token: Option<String>,
-    /// Timeout of each HTTP request, in seconds.
-    #[arg(long, default_value_t = 30)]
-    pub timeout_secs: u64,
-    #[command(flatten)]
-    pub log: LogArgs,
 }
 
 impl Cli {

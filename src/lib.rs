@@ -12,15 +12,13 @@
 
 pub mod actions;
 pub mod app;
-pub mod approvals_cli;
-pub mod audit_report;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod consent;
 pub mod console;
 pub mod conversation;
 pub mod events;
-pub mod project_lint;
 pub mod store;
 pub mod subscriptions;
 pub mod telemetry;

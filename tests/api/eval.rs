@@ -1,6 +1,6 @@
 //! The consent matrix: the file is valid and large enough, and its runner counts changes
 //! at the service (a violating scenario changes the record through the naive baseline and
-//! not through the guard). `actiongate eval` replays the whole matrix in CI.
+//! not through the guard). `actiongate-dev eval` replays the whole matrix in CI.
 
 use crate::common;
 
@@ -9,7 +9,7 @@ use std::path::Path;
 
 use tools::eval::{load, run_scenario, Arena, EvalError, Label, Running, Variant};
 
-/// A fresh app per scenario, as `actiongate eval` starts them.
+/// A fresh app per scenario, as `actiongate-dev eval` starts them.
 struct Fresh;
 
 impl Arena for Fresh {

@@ -1,4 +1,4 @@
-//! The conversation-test runner behind `actiongate converse`: Rasa Pro's end-to-end test
+//! The conversation-test runner behind `actiongate-dev converse`: Rasa Pro's end-to-end test
 //! cases, run against a running Rasa.
 //!
 //! The files are the ones `rasa test e2e` reads (`test_cases:`, each a `test_case:` name
@@ -83,7 +83,7 @@ pub const SERVICE_EXPECT_KEY: &str = "actiongate_service_expect";
 /// message.
 pub const TRIGGER_INTENT_KEY: &str = "actiongate_trigger_intent";
 
-/// What `actiongate converse` was asked to run.
+/// What `actiongate-dev converse` was asked to run.
 #[derive(Debug, Clone)]
 pub struct ConverseArgs {
     /// Test files in Rasa Pro's end-to-end format.

@@ -1,4 +1,4 @@
-//! The lint behind `actiongate check`, for the Rasa-side files: the confirmation template carries every
+//! `actiongate check`: the settings validated, and a lint of the Rasa-side files: the confirmation template carries every
 //! term, every response and tool named exists, no change-memory field is model-settable,
 //! and the signal the reply's yes or no is read from (CONTRACT.md section 3) exists in the
 //! domain: the affirm and deny intents, or the confirm slot.
@@ -10,6 +10,23 @@ use serde_yaml_ng::Value;
 
 use crate::config::ConfigError;
 use crate::conversation::{change_memory, Signals};
+
+/// Prints `report`: problems on standard error, notes on standard output; exit code 1 when
+/// there is a problem.
+pub fn report(report: &Report) -> std::process::ExitCode {
+    for problem in &report.problems {
+        eprintln!("{problem}");
+    }
+    for note in &report.notes {
+        println!("{note}");
+    }
+    if report.problems.is_empty() {
+        println!("configuration OK");
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
 
 /// `actiongate check`: every problem in the configuration and the Rasa-side files, and
 /// notes on what each deployment style needs.

@@ -1,4 +1,4 @@
-//! `actiongate eval`: the consent matrix and the reply corpus, each replayed through a
+//! `actiongate-dev eval`: the consent matrix and the reply corpus, each replayed through a
 //! fresh actiongate per scenario (in-process, loopback, port 0), with its own data
 //! directory, SQLite store and embedded subscription service.
 
@@ -8,13 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use clap::Parser;
 
 use actiongate::app;
-use actiongate::cli::{Cli, EvalArgs};
+use actiongate::cli::Cli;
+
+use super::EvalArgs;
 use actiongate::config::Settings;
 use tools::eval::{replies, Arena, EvalError, Running};
 
 /// Replays what `args` names: a reply corpus alone, or the matrix and then the corpus
 /// beside it (or `--replies`). `Ok(true)` when every file replayed scores as it must.
-pub async fn run(args: &EvalArgs) -> Result<bool, EvalError> {
+pub(crate) async fn run(args: &EvalArgs) -> Result<bool, EvalError> {
     let out = &mut std::io::stdout();
     if replies::is_corpus(&args.matrix) {
         return replies::eval(&args.matrix, &Fresh, out).await;

@@ -3,8 +3,8 @@
 //! signed out of the console everywhere.
 
 use crate::app::{guard_for, StartError};
-use crate::audit_report::rfc3339;
 use crate::cli::{ApprovalsAction, ApprovalsArgs, AuditFormat, SessionsAction};
+use crate::commands::audit::rfc3339;
 use crate::config::{ConfigError, Settings};
 use crate::consent::Outcome;
 use crate::store::ApprovalState;
