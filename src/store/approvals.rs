@@ -461,7 +461,7 @@ impl Store {
              AND (CAST($3 AS TEXT) IS NULL OR subscription = CAST($3 AS TEXT)) \
              AND (CAST($4 AS TEXT) IS NULL OR state = CAST($4 AS TEXT)) \
              AND created_at >= $5 ORDER BY created_at DESC LIMIT $6",
-            super::OP_COLUMNS
+            super::operations::OP_COLUMNS
         ))
         .bind(&f.account)
         .bind(&f.sender_id)
@@ -471,6 +471,6 @@ impl Store {
         .bind(if f.limit > 0 { f.limit } else { 500 })
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(super::operation_from).collect()
+        rows.iter().map(super::operations::operation_from).collect()
     }
 }

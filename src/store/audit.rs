@@ -1,0 +1,232 @@
+//! The audit trail: one entry per decision, queued and written in batches by one writer
+//! task, read back for `actiongate audit` and the console, pruned past its retention.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::{AnyPool, Row};
+
+use super::{now_ms, Store, StoreError};
+
+/// One decision, as the audit trail keeps it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuditEntry {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// Milliseconds since the epoch.
+    pub at: i64,
+    pub action: String,
+    pub sender_id: String,
+    pub account: Option<String>,
+    /// `subscription change_type`, as requested.
+    pub target: Option<String>,
+    /// The terms read out in the question (JSON).
+    pub question_terms: Option<String>,
+    /// The service's terms (JSON).
+    pub service_terms: Option<String>,
+    pub status: String,
+    pub reason: Option<String>,
+    pub request_key: Option<String>,
+    /// The person who decided (an approval or rejection), when one did.
+    pub operator: Option<String>,
+}
+
+/// What the audit writer is asked to do.
+#[allow(clippy::large_enum_variant)] // nearly every message is an entry: boxing would allocate for each
+pub(super) enum AuditWrite {
+    Entry(AuditEntry),
+    /// Answer once everything queued before is committed.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Entries queued for the audit writer at most; past it, [`Store::audit`] waits for room.
+pub(super) const AUDIT_QUEUE: usize = 16_384;
+
+/// Entries written in one transaction at most (in statements of AUDIT_ROWS rows).
+const AUDIT_BATCH: usize = 512;
+
+/// How long the writer waits for more entries after the first of a batch.
+const AUDIT_LINGER: Duration = Duration::from_millis(2);
+
+/// The audit writer: takes what is queued, writes it in one transaction, and again. A
+/// request's entry is committed within one such transaction after its answer (a few
+/// milliseconds), and a burst of requests costs one commit, not one each. A failed batch is
+/// tried again (the entries are kept, and logged if the database stays down).
+pub(super) async fn write_audit(
+    pool: AnyPool,
+    postgres: bool,
+    mut queue: tokio::sync::mpsc::Receiver<AuditWrite>,
+) {
+    let mut batch = Vec::with_capacity(AUDIT_BATCH);
+    let mut flushes = Vec::new();
+    while let Some(first) = queue.recv().await {
+        // Under load, let a burst gather: one statement for many requests.
+        if queue.len() < AUDIT_BATCH {
+            tokio::time::sleep(AUDIT_LINGER).await;
+        }
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            match item {
+                AuditWrite::Entry(entry) => batch.push(entry),
+                AuditWrite::Flush(done) => flushes.push(done),
+            }
+            if batch.len() < AUDIT_BATCH {
+                next = queue.try_recv().ok();
+            }
+        }
+        let mut attempt = 0;
+        while !batch.is_empty() {
+            match insert_audit(&pool, postgres, &batch).await {
+                Ok(()) => batch.clear(),
+                Err(e) if attempt < 50 => {
+                    attempt += 1;
+                    tracing::warn!(error = %e, entries = batch.len(), "the audit trail could not be written; trying again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => {
+                    for entry in batch.drain(..) {
+                        tracing::error!(error = %e, action = %entry.action, sender = %entry.sender_id, status = %entry.status, "an audit entry was lost");
+                    }
+                }
+            }
+        }
+        for done in flushes.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+async fn insert_audit(
+    pool: &AnyPool,
+    postgres: bool,
+    entries: &[AuditEntry],
+) -> Result<(), sqlx::Error> {
+    if entries.len() <= AUDIT_ROWS {
+        return insert_audit_rows(pool, postgres, entries).await;
+    }
+    let mut tx = pool.begin().await?;
+    for rows in entries.chunks(AUDIT_ROWS) {
+        insert_audit_rows(&mut *tx, postgres, rows).await?;
+    }
+    tx.commit().await
+}
+
+/// Rows of one INSERT at most (a batch of AUDIT_BATCH is a few statements, each prepared
+/// once per connection and row count).
+const AUDIT_ROWS: usize = 64;
+
+/// One multi-row INSERT. SQLite gets anonymous `?` placeholders: sqlx asks SQLite the name
+/// of every parameter it binds, a walk of all the statement's named ones, so `$n` would
+/// cost the square of the parameters; anonymous ones have no name to look up.
+async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
+    db: E,
+    postgres: bool,
+    entries: &[AuditEntry],
+) -> Result<(), sqlx::Error> {
+    let mut sql = String::from(
+        "INSERT INTO audit (at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key, operator) VALUES ",
+    );
+    for i in 0..entries.len() {
+        let n = i * 11;
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 1..=11 {
+            if column > 1 {
+                sql.push_str(", ");
+            }
+            if postgres {
+                sql.push('$');
+                sql.push_str(&(n + column).to_string());
+            } else {
+                sql.push('?');
+            }
+        }
+        sql.push(')');
+    }
+    let mut query = sqlx::query(&sql);
+    for entry in entries {
+        query = query
+            .bind(entry.at)
+            .bind(&entry.action)
+            .bind(&entry.sender_id)
+            .bind(&entry.account)
+            .bind(&entry.target)
+            .bind(&entry.question_terms)
+            .bind(&entry.service_terms)
+            .bind(&entry.status)
+            .bind(&entry.reason)
+            .bind(&entry.request_key)
+            .bind(&entry.operator);
+    }
+    query.execute(db).await?;
+    Ok(())
+}
+
+impl Store {
+    /// Appends one decision to the audit trail: queued for the audit writer, which commits
+    /// it within milliseconds (see [`Store::flush_audit`]). Waits only when the queue is
+    /// full.
+    pub async fn audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        if let Err(refused) = self.audit.send(AuditWrite::Entry(entry)).await {
+            // The writer is gone (the runtime is stopping): write it here.
+            if let AuditWrite::Entry(entry) = refused.0 {
+                insert_audit(&self.pool, self.postgres, std::slice::from_ref(&entry)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Until every audit entry queued so far is committed.
+    pub async fn flush_audit(&self) {
+        let (done, committed) = tokio::sync::oneshot::channel();
+        if self.audit.send(AuditWrite::Flush(done)).await.is_ok() {
+            let _ = committed.await;
+        }
+    }
+
+    /// Reads the audit trail, oldest first (after what this process queued is committed).
+    pub async fn audit_entries(
+        &self,
+        sender: Option<&str>,
+        since_ms: Option<i64>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.flush_audit().await;
+        let rows = sqlx::query(
+            "SELECT id, at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key, operator \
+             FROM audit WHERE (CAST($1 AS TEXT) IS NULL OR sender_id = CAST($1 AS TEXT)) AND at >= $2 ORDER BY id",
+        )
+        .bind(sender)
+        .bind(since_ms.unwrap_or(0))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| AuditEntry {
+                id: Some(r.get(0)),
+                at: r.get(1),
+                action: r.get(2),
+                sender_id: r.get(3),
+                account: r.get(4),
+                target: r.get(5),
+                question_terms: r.get(6),
+                service_terms: r.get(7),
+                status: r.get(8),
+                reason: r.get(9),
+                request_key: r.get(10),
+                operator: r.get(11),
+            })
+            .collect())
+    }
+
+    /// Drops audit entries older than the retention period; returns how many.
+    pub async fn prune_audit(&self, retention: Duration) -> Result<u64, StoreError> {
+        let before = now_ms() - retention.as_millis() as i64;
+        let done = sqlx::query("DELETE FROM audit WHERE at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}

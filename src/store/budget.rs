@@ -1,0 +1,66 @@
+//! The per-account budget for irreversible changes: a token bucket per account in the
+//! store, shared by every replica using it.
+
+use sqlx::Row;
+
+use super::{now_ms, Store, StoreError};
+
+impl Store {
+    /// Takes one token from the account's bucket (shared by every replica using this
+    /// database). `false`: the budget is spent.
+    pub async fn take_token(
+        &self,
+        account: &str,
+        capacity: f64,
+        per_second: f64,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO rate_buckets (account, tokens, updated_at) VALUES ($1, CAST($2 AS DOUBLE PRECISION), $3) \
+             ON CONFLICT (account) DO NOTHING",
+        )
+        .bind(account)
+        .bind(capacity)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        // One statement: refill by the time elapsed (capped), then take one if there is one.
+        let refilled = "(CASE WHEN tokens + (CASE WHEN CAST($2 AS BIGINT) > updated_at THEN CAST($2 AS BIGINT) - updated_at ELSE 0 END) \
+             * CAST($3 AS DOUBLE PRECISION) > CAST($4 AS DOUBLE PRECISION) THEN CAST($4 AS DOUBLE PRECISION) \
+             ELSE tokens + (CASE WHEN CAST($2 AS BIGINT) > updated_at THEN CAST($2 AS BIGINT) - updated_at ELSE 0 END) \
+             * CAST($3 AS DOUBLE PRECISION) END)";
+        let done = sqlx::query(&format!(
+            "UPDATE rate_buckets SET tokens = {refilled} - 1, updated_at = CAST($2 AS BIGINT) \
+             WHERE account = $1 AND {refilled} >= 1"
+        ))
+        .bind(account)
+        .bind(now)
+        .bind(per_second / 1000.0)
+        .bind(capacity)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Whether the account's bucket holds a token now, without taking it (a held change
+    /// spends none until its command is sent).
+    pub async fn token_available(
+        &self,
+        account: &str,
+        capacity: f64,
+        per_second: f64,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT tokens, updated_at FROM rate_buckets WHERE account = $1")
+            .bind(account)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            None => capacity >= 1.0,
+            Some(row) => {
+                let (tokens, updated_at): (f64, i64) = (row.get(0), row.get(1));
+                let elapsed = (now_ms() - updated_at).max(0) as f64;
+                (tokens + elapsed * per_second / 1000.0).min(capacity) >= 1.0
+            }
+        })
+    }
+}

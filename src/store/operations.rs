@@ -1,0 +1,321 @@
+//! Operations, one per request key, from the claim to the outcome: the statements the
+//! lifecycle (`consent::lifecycle`) moves them with, the reads, and the finished ones kept
+//! in memory (a final outcome never changes).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::{now_ms, Store, StoreError};
+use contract::operation::OpState;
+use contract::outcome::{Outcome, Terms};
+
+/// What a claim of a request key found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// This call owns the key: it may send the command.
+    Claimed,
+    /// The key is another delivery's (of the same confirmation).
+    KeyTaken,
+    /// Another operation for the same subscription has no known outcome yet.
+    SubscriptionBusy,
+}
+
+/// One confirmed change, from the claim of its request key to its outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Operation {
+    pub request_key: String,
+    pub sender_id: String,
+    pub account: String,
+    pub subscription: String,
+    pub change_type: String,
+    pub revision: i64,
+    /// The confirmed terms.
+    pub terms: Terms,
+    pub state: OpState,
+    /// The outcome, once known.
+    pub outcome: Option<Outcome>,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// Operations with their final outcome, by request key, as last read or written. A final
+/// outcome never changes (no statement moves an applied or failed operation, on any
+/// replica), so a repeat of a finished "yes" is answered from here without the database.
+/// Bounded: the oldest are forgotten first (and read from the database again if asked).
+#[derive(Default)]
+pub(super) struct Finished {
+    by_key: HashMap<String, Operation>,
+    order: VecDeque<String>,
+}
+
+/// Finished operations remembered at most (about 1 KB each): a repeat of the same "yes"
+/// comes within minutes, and an older one is read from the database.
+const FINISHED_KEPT: usize = 10_000;
+
+impl Finished {
+    fn remember(&mut self, op: &Operation) {
+        if !op.state.is_final() || self.by_key.contains_key(&op.request_key) {
+            return;
+        }
+        if self.order.len() >= FINISHED_KEPT {
+            if let Some(oldest) = self.order.pop_front() {
+                self.by_key.remove(&oldest);
+            }
+        }
+        self.order.push_back(op.request_key.clone());
+        self.by_key.insert(op.request_key.clone(), op.clone());
+    }
+}
+
+impl Store {
+    fn finished(&self, key: &str) -> Option<Operation> {
+        let finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        finished.by_key.get(key).cloned()
+    }
+
+    fn remember(&self, op: &Operation) {
+        if op.state.is_final() {
+            let mut finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+            finished.remember(op);
+        }
+    }
+
+    /// The operation under a request key.
+    pub async fn operation(&self, key: &str) -> Result<Option<Operation>, StoreError> {
+        if let Some(op) = self.finished(key) {
+            return Ok(Some(op));
+        }
+        let row = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1"
+        ))
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        let op = row.map(|r| operation_from(&r)).transpose()?;
+        if let Some(op) = &op {
+            self.remember(op);
+        }
+        Ok(op)
+    }
+
+    /// Claims a request key. Atomic: of any number of concurrent claims for one key, on
+    /// any number of replicas, exactly one is [`Claim::Claimed`]; and no key is claimed
+    /// while another operation for the same subscription is claimed, sent or unknown.
+    pub async fn claim(&self, op: &Operation) -> Result<Claim, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO operations (request_key, sender_id, account, subscription, change_type, revision, \
+             terms, state, outcome, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'claimed', NULL, $8, $8) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(&op.request_key)
+        .bind(&op.sender_id)
+        .bind(&op.account)
+        .bind(&op.subscription)
+        .bind(&op.change_type)
+        .bind(op.revision)
+        .bind(serde_json::to_string(&op.terms)?)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            return Ok(Claim::Claimed);
+        }
+        // Either constraint refused it: the key's own row, or the subscription's open one.
+        Ok(if self.operation(&op.request_key).await?.is_some() {
+            Claim::KeyTaken
+        } else {
+            Claim::SubscriptionBusy
+        })
+    }
+
+    /// In one query: the operation under `key`, and another operation for `subscription`
+    /// whose outcome is not known yet (claimed, sent or unknown), each if there is one.
+    pub async fn operation_and_open(
+        &self,
+        key: &str,
+        subscription: &str,
+    ) -> Result<(Option<Operation>, Option<Operation>), StoreError> {
+        // A finished operation under the key decides alone (R1): the open one is not asked.
+        if let Some(op) = self.finished(key) {
+            return Ok((Some(op), None));
+        }
+        let rows = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1 \
+             OR (subscription = $2 AND state IN ('claimed', 'sent', 'unknown')) LIMIT 2"
+        ))
+        .bind(key)
+        .bind(subscription)
+        .fetch_all(&self.pool)
+        .await?;
+        let (mine, others): (Vec<Operation>, Vec<Operation>) = rows
+            .iter()
+            .map(operation_from)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .partition(|op| op.request_key == key);
+        let mine = mine.into_iter().next();
+        if let Some(op) = &mine {
+            self.remember(op);
+        }
+        Ok((mine, others.into_iter().next()))
+    }
+
+    /// The subscription's operation whose outcome is not known yet (claimed, sent or
+    /// unknown), if there is one.
+    pub async fn open_operation(
+        &self,
+        subscription: &str,
+    ) -> Result<Option<Operation>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE subscription = $1 AND state IN ('claimed', 'sent', 'unknown') LIMIT 1"
+        ))
+        .bind(subscription)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| operation_from(&r)).transpose()
+    }
+
+    /// Moves an operation to a new state, with its outcome when known. A final outcome
+    /// (applied, failed) is never replaced: `false` when the operation had one already
+    /// (a service event or another replica resolved it meanwhile).
+    pub async fn set_state(
+        &self,
+        key: &str,
+        state: OpState,
+        outcome: Option<&Outcome>,
+    ) -> Result<bool, StoreError> {
+        let outcome = outcome.map(serde_json::to_string).transpose()?;
+        let done = sqlx::query(
+            "UPDATE operations SET state = $1, outcome = COALESCE($2, outcome), updated_at = $3 \
+             WHERE request_key = $4 AND state NOT IN ('applied', 'failed')",
+        )
+        .bind(state.as_str())
+        .bind(outcome)
+        .bind(now_ms())
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Moves a claimed operation to sent, the moment before its command goes out. `false`
+    /// when it is no longer claimed (the reconciler took back a claim it thought left
+    /// behind): then the command must not be sent.
+    pub async fn mark_sent(&self, key: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE operations SET state = 'sent', updated_at = $1 WHERE request_key = $2 AND state = 'claimed'",
+        )
+        .bind(now_ms())
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Takes back a claim left behind (claimed and untouched since `updated_at`): the
+    /// process that made it stopped before sending. An operation that moved on meanwhile is
+    /// left alone. `true` when it was taken back.
+    pub async fn release_stale_claim(
+        &self,
+        key: &str,
+        updated_at: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM operations WHERE request_key = $1 AND state = 'claimed' AND updated_at = $2",
+        )
+        .bind(key)
+        .bind(updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Gives a claim back when nothing was sent, so the same confirmation can be tried
+    /// again (rate limited, or the service unreachable before the command left).
+    pub async fn release(&self, key: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "DELETE FROM operations WHERE request_key = $1 AND state IN ('claimed', 'sent')",
+        )
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The sender's latest operation (what `check_subscription_change` looks at).
+    pub async fn latest_for_sender(&self, sender: &str) -> Result<Option<Operation>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE sender_id = $1 ORDER BY created_at DESC LIMIT 1"
+        ))
+        .bind(sender)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| operation_from(&r)).transpose()
+    }
+
+    /// Operations whose outcome is not known (claimed, sent or unknown), untouched for
+    /// `min_age`.
+    pub async fn unresolved(&self, min_age: Duration) -> Result<Vec<Operation>, StoreError> {
+        let before = now_ms() - min_age.as_millis() as i64;
+        let rows = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE state IN ('claimed', 'sent', 'unknown') AND updated_at <= $1 ORDER BY created_at"
+        ))
+        .bind(before)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(operation_from).collect()
+    }
+
+    /// Resolves an operation sent or unknown as applied, with its outcome. `false` when it
+    /// was in neither state (resolved already, by another replica or the reconciler).
+    pub async fn resolve_applied(&self, key: &str, outcome: &Outcome) -> Result<bool, StoreError> {
+        let outcome = serde_json::to_string(outcome)?;
+        let done = sqlx::query(
+            "UPDATE operations SET state = 'applied', outcome = $1, updated_at = $2 \
+             WHERE request_key = $3 AND state IN ('sent', 'unknown')",
+        )
+        .bind(outcome)
+        .bind(now_ms())
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+pub(super) const OP_COLUMNS: &str = "request_key, sender_id, account, subscription, change_type, revision, terms, state, outcome, created_at, updated_at";
+
+/// An operation as stored: its terms and outcome read back as the types written, or
+/// [`StoreError::Corrupt`].
+pub(super) fn operation_from(r: &AnyRow) -> Result<Operation, StoreError> {
+    let request_key: String = r.get(0);
+    let corrupt = |what, e: serde_json::Error| StoreError::Corrupt {
+        what,
+        key: request_key.clone(),
+        why: e.to_string(),
+    };
+    let terms = serde_json::from_str(r.get::<&str, _>(6)).map_err(|e| corrupt("terms", e))?;
+    let outcome = r
+        .get::<Option<&str>, _>(8)
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| corrupt("outcome", e))?;
+    Ok(Operation {
+        sender_id: r.get(1),
+        account: r.get(2),
+        subscription: r.get(3),
+        change_type: r.get(4),
+        revision: r.get(5),
+        terms,
+        state: OpState::parse(r.get::<&str, _>(7)),
+        outcome,
+        created_at: r.get(9),
+        updated_at: r.get(10),
+        request_key,
+    })
+}
