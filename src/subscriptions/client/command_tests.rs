@@ -1,0 +1,190 @@
+
+//! The client's mapping of every answer of a real (embedded) service to a command
+//! outcome.
+use std::sync::atomic::Ordering;
+
+use super::*;
+use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
+
+/// A command as the guard would make one. Test-only: the seal is this crate's.
+struct TestCommand {
+    subscription: String,
+    change_type: String,
+    revision: i64,
+    request_key: String,
+}
+
+impl crate::subscriptions::provider::sealed::Sealed for TestCommand {}
+
+impl ConfirmedCommand for TestCommand {
+    fn subscription(&self) -> &str {
+        &self.subscription
+    }
+    fn change_type(&self) -> &str {
+        &self.change_type
+    }
+    fn revision(&self) -> i64 {
+        self.revision
+    }
+    fn request_key(&self) -> &str {
+        &self.request_key
+    }
+}
+
+fn change(subscription: &str, change_type: &str, revision: i64, key: &str) -> TestCommand {
+    TestCommand {
+        subscription: subscription.into(),
+        change_type: change_type.into(),
+        revision,
+        request_key: key.into(),
+    }
+}
+
+async fn service(delay_ms: u64) -> (tempfile::TempDir, ServiceClient) {
+    let dir = tempfile::tempdir().unwrap();
+    let running = embedded::start(
+        0,
+        ServiceSettings {
+            database: dir.path().join("s.db"),
+            seed: Some(DEMO_DATA.to_owned()),
+            token: None,
+            command_delay: Duration::from_millis(delay_ms),
+            faults: Default::default(),
+            events: None,
+            per_peer: embedded::PER_PEER,
+        },
+    )
+    .await
+    .unwrap();
+    let url = format!("http://127.0.0.1:{}", running.port);
+    (
+        dir,
+        ServiceClient::new(&url, Duration::from_secs(5), None).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn every_answer_maps_to_an_outcome() {
+    let (_dir, client) = service(0).await;
+    let first = client
+        .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k1"))
+        .await;
+    assert!(
+        matches!(
+            first,
+            CommandOutcome::Applied {
+                replayed: false,
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+    let again = client
+        .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k1"))
+        .await;
+    assert!(
+        matches!(again, CommandOutcome::Applied { replayed: true, .. }),
+        "{again:?}"
+    );
+    let reused = client
+        .send_change(&change("WS-SUB-3304", "skip_next_box", 4, "k1"))
+        .await;
+    assert!(
+        matches!(reused, CommandOutcome::Rejected { status: 422, .. }),
+        "{reused:?}"
+    );
+    let stale = client
+        .send_change(&change("WS-SUB-3310", "stop_renewal", 1, "k2"))
+        .await;
+    assert!(
+        matches!(&stale, CommandOutcome::Stale(record) if record.revision == 2),
+        "{stale:?}"
+    );
+    let unknown = client
+        .send_change(&change("WS-SUB-0000", "stop_renewal", 1, "k3"))
+        .await;
+    assert!(
+        matches!(unknown, CommandOutcome::Rejected { status: 404, .. }),
+        "{unknown:?}"
+    );
+    let not_offered = client
+        .send_change(&change("WS-SUB-3310", "upgrade", 2, "k4"))
+        .await;
+    assert!(
+        matches!(not_offered, CommandOutcome::Rejected { status: 422, .. }),
+        "{not_offered:?}"
+    );
+    let refused = ServiceClient::new("http://127.0.0.1:9", Duration::from_secs(1), None).unwrap();
+    let not_sent = refused
+        .send_change(&change("WS-SUB-3310", "stop_renewal", 2, "k5"))
+        .await;
+    assert!(
+        matches!(not_sent, CommandOutcome::NotSent(_)),
+        "{not_sent:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_command_in_flight_answers_409_to_a_second_delivery() {
+    let (_dir, client) = service(600).await;
+    let slow = change("WS-SUB-3304", "stop_renewal", 4, "k9");
+    let c2 = client.clone();
+    let first = tokio::spawn(async move { c2.send_change(&slow).await });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let second = client
+        .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k9"))
+        .await;
+    assert_eq!(second, CommandOutcome::InFlight);
+    assert!(matches!(
+        first.await.unwrap(),
+        CommandOutcome::Applied { .. }
+    ));
+}
+
+#[tokio::test]
+async fn no_answer_in_time_is_unknown() {
+    let (_dir, slow) = service(1_500).await;
+    let hurried = ServiceClient::new(slow.base_url(), Duration::from_millis(300), None).unwrap();
+    let outcome = hurried
+        .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k7"))
+        .await;
+    assert!(matches!(outcome, CommandOutcome::Unknown(_)), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn a_command_that_gets_no_turn_is_never_sent() {
+    // The service holds every call far longer than the timeout, and one call may be
+    // in flight: the first command takes the turn and times out after sending, the
+    // second gets the turn then, the later ones wait out their timeout.
+    let (url, seen) = testing::service(Duration::from_secs(5), "201 Created", "{}", None).await;
+    let client =
+        ServiceClient::with_max_in_flight(&url, Duration::from_millis(800), None, 1).unwrap();
+    let commands = (0..4).map(|i| {
+        let client = client.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(100 * i)).await;
+            client
+                .send_change(&change("WS-SUB-1", "stop_renewal", 1, &format!("key-{i}")))
+                .await
+        }
+    });
+    let outcomes = futures_util::future::join_all(commands).await;
+    let not_sent = outcomes
+        .iter()
+        .filter(|o| matches!(o, CommandOutcome::NotSent(why) if why.contains("busy")))
+        .count();
+    let unknown = outcomes
+        .iter()
+        .filter(|o| matches!(o, CommandOutcome::Unknown(_)))
+        .count();
+    assert_eq!(not_sent + unknown, 4, "{outcomes:?}");
+    assert!(not_sent >= 1, "{outcomes:?}");
+    // What was reported not sent never reached the service. (The service may be
+    // working on more than one: a call the client gave up on still runs there. The
+    // bound is on what this client has outstanding.)
+    assert_eq!(
+        seen.received.load(Ordering::SeqCst),
+        unknown,
+        "{outcomes:?}"
+    );
+}

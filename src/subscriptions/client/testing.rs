@@ -1,0 +1,70 @@
+//! A service for the client's unit tests.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the test service saw.
+#[derive(Default)]
+pub struct Seen {
+    pub received: AtomicUsize,
+    pub in_flight: AtomicUsize,
+    pub most_in_flight: AtomicUsize,
+}
+
+/// A real HTTP/1.1 service on loopback that holds every request for `hold`, then
+/// answers `status` with `body` (declaring `declared` bytes, or the body's length).
+pub async fn service(
+    hold: Duration,
+    status: &'static str,
+    body: &'static str,
+    declared: Option<usize>,
+) -> (String, Arc<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Seen::default());
+    let counts = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let seen = counts.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                let mut len = 0;
+                loop {
+                    // One request: headers (and, for these tests, a small body in the
+                    // same read). Keep-alive: loop for the next one.
+                    let Ok(n) = socket.read(&mut buf[len..]).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    len += n;
+                    if !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                        continue;
+                    }
+                    len = 0;
+                    seen.received.fetch_add(1, Ordering::SeqCst);
+                    let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(hold).await;
+                    seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+                    let head = format!(
+                            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            declared.unwrap_or(body.len())
+                        );
+                    if socket.write_all(head.as_bytes()).await.is_err()
+                        || socket.write_all(body.as_bytes()).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
