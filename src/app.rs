@@ -1,3 +1,5 @@
+//! The app put together and run (over 400 lines: each listener, TLS and the housekeeping are started here so one file shows what runs).
+//!
 //! Wiring for `serve` and `subscription-service`: the embedded service, the store, the
 //! guard and the actions put together from the [`Settings`]; the service events listener;
 //! TLS; the background

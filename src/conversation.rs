@@ -1,3 +1,5 @@
+//! The conversation read from its events (over 400 lines: one backwards scan whose states must be read together).
+//!
 //! What the conversation says, read from the applied events of the current session
 //! (CONTRACT.md section 3): the latest confirmation question, the customer's reply to it
 //! and what that reply means, and what `select_subscription_change` wrote into memory.

@@ -1,3 +1,5 @@
+//! Service events received and weighed (over 400 lines: the listener, its counters and the verdicts are one story, read top to bottom).
+//!
 //! The subscription service's change events, received: `POST /v1/service-events` on a
 //! listener of its own, the signature and its age checked, each event id taken once (across
 //! replicas), then what it says weighed against the operation it names: an unknown outcome

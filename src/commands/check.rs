@@ -1,3 +1,5 @@
+//! `actiongate check` (over 400 lines: one check after another over the Rasa-side files, each short, kept in the order they report).
+//!
 //! `actiongate check`: the settings validated, and a lint of the Rasa-side files: the confirmation template carries every
 //! term, every response and tool named exists, no change-memory field is model-settable,
 //! and the signal the reply's yes or no is read from (CONTRACT.md section 3) exists in the

@@ -1,3 +1,5 @@
+//! Settings resolved and validated (over 400 lines: flags, environment and endpoints.yml are merged field by field, each with its rule).
+//!
 //! The one place flags, environment and endpoints.yml meet: [`Settings`], everything
 //! `serve` runs with, resolved (flags and environment first, then the file, then the
 //! defaults) and validated.

@@ -1,3 +1,5 @@
+//! A plain yes read from the reply's words (over 400 lines: most of it the English word lists, which are data).
+//!
 //! A plain yes (CONTRACT.md section 3): whether a typed reply's own words say yes and
 //! nothing else. An NLU model's `affirm` is a reading, and models misread ("No, don't do
 //! it" is `affirm` to a keyword classifier), so the guard reads the words too. The English

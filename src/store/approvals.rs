@@ -1,3 +1,5 @@
+//! Held changes in the store (over 400 lines: every decision is its own conditional statement, written out in both dialects).
+//!
 //! Held changes (CONTRACT.md section 7) as stored operations: the hold, and each decision
 //! as one conditional statement, so of two operators, two clicks or two replicas deciding
 //! at once exactly one decides.

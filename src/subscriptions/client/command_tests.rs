@@ -1,6 +1,6 @@
-
 //! The client's mapping of every answer of a real (embedded) service to a command
 //! outcome.
+
 use std::sync::atomic::Ordering;
 
 use super::*;
