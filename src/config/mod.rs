@@ -5,13 +5,16 @@
 //! never silently ignored.
 
 mod env;
+mod flags;
+mod sections;
 mod settings;
 mod traces;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 
+pub use sections::*;
 pub use settings::{ConsoleSettings, GrpcMode, Settings};
 pub use traces::TraceSettings;
 
@@ -102,219 +105,6 @@ fn scalar_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>,
     }
 }
 
-/// The `actiongate:` section.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Section {
-    #[serde(default)]
-    pub subscriptions: Option<SubscriptionsSection>,
-    #[serde(default)]
-    pub embedded_service: Option<EmbeddedSection>,
-    #[serde(default)]
-    pub database_url: Option<String>,
-    #[serde(default)]
-    pub data_dir: Option<PathBuf>,
-    #[serde(default)]
-    pub consent: Option<ConsentSection>,
-    #[serde(default)]
-    pub rate_limit: Option<RateLimitSection>,
-    #[serde(default)]
-    pub audit: Option<AuditSection>,
-    #[serde(default)]
-    pub server: Option<ServerSection>,
-    #[serde(default)]
-    pub events: Option<EventsSection>,
-    #[serde(default)]
-    pub approval: Option<ApprovalSection>,
-    #[serde(default)]
-    pub console: Option<ConsoleSection>,
-}
-
-/// The operator console: where it listens and who may sign in.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConsoleSection {
-    #[serde(default)]
-    pub port: Option<u16>,
-    #[serde(default)]
-    pub host: Option<String>,
-    /// Operators, each with an argon2 password hash (`actiongate hash-password`).
-    #[serde(default)]
-    pub operators: Option<Vec<OperatorEntry>>,
-    /// Minutes a sign-in lasts (default 480).
-    #[serde(default)]
-    pub session_minutes: Option<f64>,
-    /// Names (`Host` values) the console answers to besides loopback and the address it is
-    /// bound to, such as the name of a reverse proxy in front of it.
-    #[serde(default)]
-    pub hosts: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OperatorEntry {
-    pub name: String,
-    pub password_hash: String,
-}
-
-/// Which confirmed changes a person approves first (CONTRACT.md section 7).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApprovalSection {
-    /// Change types always held.
-    #[serde(default)]
-    pub change_types: Option<Vec<String>>,
-    /// Accounts whose changes are always held.
-    #[serde(default)]
-    pub accounts: Option<Vec<String>>,
-    /// Hold the options the service marks `"review": true` (default true).
-    #[serde(default)]
-    pub review: Option<bool>,
-    /// Hours a hold waits for a decision (default 24).
-    #[serde(default)]
-    pub expiry_hours: Option<f64>,
-    /// Rasa's base URL, to tell the conversation the decision (trigger_intent).
-    #[serde(default)]
-    pub notify_rasa_url: Option<String>,
-    #[serde(default)]
-    pub notify_rasa_token: Option<String>,
-    /// Open holds an account may have at once (default 5).
-    #[serde(default)]
-    pub max_open_per_account: Option<usize>,
-    /// Open holds a subscription may have at once (default 1).
-    #[serde(default)]
-    pub max_open_per_subscription: Option<usize>,
-}
-
-/// The service's change events: where they are received and the secret they are signed
-/// with.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EventsSection {
-    #[serde(default)]
-    pub port: Option<u16>,
-    #[serde(default)]
-    pub host: Option<String>,
-    #[serde(default)]
-    pub secret: Option<String>,
-    #[serde(default)]
-    pub tolerance_secs: Option<u64>,
-}
-
-/// Where the subscription service is. Without `url`, the embedded service runs.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SubscriptionsSection {
-    #[serde(default)]
-    pub url: Option<String>,
-    #[serde(default)]
-    pub timeout_secs: Option<f64>,
-    #[serde(default)]
-    pub token: Option<String>,
-    #[serde(default)]
-    pub max_in_flight: Option<usize>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmbeddedSection {
-    #[serde(default)]
-    pub port: Option<u16>,
-    #[serde(default)]
-    pub seed: Option<PathBuf>,
-    #[serde(default)]
-    pub command_delay_ms: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConsentSection {
-    #[serde(default)]
-    pub confirm_response: Option<String>,
-    #[serde(default)]
-    pub window_secs: Option<u64>,
-    /// Seconds a reply may be timestamped before the question (replicas' clocks).
-    #[serde(default)]
-    pub clock_skew_secs: Option<u64>,
-    /// NLU intents whose reply means yes / no.
-    #[serde(default)]
-    pub affirm_intents: Option<Vec<String>>,
-    #[serde(default)]
-    pub deny_intents: Option<Vec<String>>,
-    /// Rasa Pro CALM's boolean confirmation slot.
-    #[serde(default)]
-    pub confirm_slot: Option<String>,
-    /// The least confidence at which a yes intent says yes (default 0.8).
-    #[serde(default)]
-    pub min_confidence: Option<f64>,
-    /// Whether a typed yes must also be a plain yes in its own words (default true).
-    #[serde(default)]
-    pub plain_yes: Option<bool>,
-    /// Words added to the plain yes's lists: `affirm`, `filler`, `refuse`.
-    #[serde(default)]
-    pub reply_words: Option<crate::consent::plain_yes::ExtraWords>,
-    /// `template` (default) or `terms`.
-    #[serde(default)]
-    pub question: Option<crate::consent::QuestionCheck>,
-    #[serde(default)]
-    pub account_key: Option<String>,
-    #[serde(default)]
-    pub account_claim: Option<String>,
-    #[serde(default)]
-    pub signing_secret: Option<String>,
-    /// The longest a signed account token may be valid for, in seconds (default 86400):
-    /// its `exp` is required.
-    #[serde(default)]
-    pub token_max_age_secs: Option<u64>,
-    /// How far the token's issuer's clock may be from ours, in seconds (default 60, as
-    /// jsonwebtoken's validation has it): allowed past `exp`, before `nbf` and `iat`.
-    #[serde(default)]
-    pub token_leeway_secs: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RateLimitSection {
-    #[serde(default)]
-    pub capacity: Option<f64>,
-    #[serde(default)]
-    pub per_hour: Option<f64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuditSection {
-    #[serde(default)]
-    pub retention_days: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerSection {
-    #[serde(default)]
-    pub body_limit: Option<usize>,
-    #[serde(default)]
-    pub decompressed_limit: Option<usize>,
-    #[serde(default)]
-    pub body_budget: Option<usize>,
-    #[serde(default)]
-    pub token_name: Option<String>,
-    #[serde(default)]
-    pub workers: Option<usize>,
-    /// Connections open at once from one address, on every listener (256).
-    #[serde(default)]
-    pub max_connections_per_peer: Option<usize>,
-    /// Serve gRPC on the port instead of the HTTP webhook (`--grpc`).
-    #[serde(default)]
-    pub grpc: Option<bool>,
-    /// Serve gRPC on this port as well (`--grpc-port`).
-    #[serde(default)]
-    pub grpc_port: Option<u16>,
-    /// The CA of mutual TLS for gRPC (`--ssl-ca-file`).
-    #[serde(default)]
-    pub ssl_ca_file: Option<PathBuf>,
-}
-
 /// Reads `endpoints.yml`. A missing file is `Ok(None)` only when `required` is false (the
 /// default path); a given path must exist.
 pub fn load_endpoints(path: &Path, required: bool) -> Result<Option<EndpointsFile>, ConfigError> {
@@ -380,5 +170,7 @@ pub fn yaml_error(path: &Path, e: &serde_yaml_ng::Error) -> ConfigError {
     ConfigError::new(path, key, reason)
 }
 
+#[cfg(test)]
+mod precedence_tests;
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,6 @@
-//! Settings resolved and validated (over 400 lines: flags, environment and endpoints.yml are merged field by field, each with its rule).
-//!
-//! The one place flags, environment and endpoints.yml meet: [`Settings`], everything
-//! `serve` runs with, resolved (flags and environment first, then the file, then the
-//! defaults) and validated.
+//! [`Settings`], everything `serve` runs with: the layers merged ([`super::flags`]: flags
+//! and environment first, then the file, then the defaults), validated once, and turned
+//! into what each part of the server takes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -97,21 +95,11 @@ impl Settings {
         file: &EndpointsFile,
         path: &Path,
     ) -> Result<Self, ConfigError> {
-        let section = file.actiongate.as_ref();
-        let subs = section.and_then(|s| s.subscriptions.as_ref());
-        let embedded_section = section.and_then(|s| s.embedded_service.as_ref());
-        let consent = section.and_then(|s| s.consent.as_ref());
-        let rate = section.and_then(|s| s.rate_limit.as_ref());
-        let server = section.and_then(|s| s.server.as_ref());
-        let data_dir = args
-            .data_dir
-            .clone()
-            .or_else(|| section.and_then(|s| s.data_dir.clone()))
-            .unwrap_or_else(|| PathBuf::from("var"));
-        let database_url = args
+        let s = super::flags::layered(args, file.actiongate.as_ref(), path)?;
+        let data_dir = s.data_dir.0.clone();
+        let database_url = s
             .database_url
             .clone()
-            .or_else(|| section.and_then(|s| s.database_url.clone()))
             .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("actiongate.db").display()));
         if !(database_url.starts_with("sqlite:") || database_url.starts_with("postgres")) {
             return Err(ConfigError::new(
@@ -120,7 +108,7 @@ impl Settings {
                 "must be sqlite:PATH or postgres://...",
             ));
         }
-        let embedded_seed = match embedded_section.and_then(|e| e.seed.as_ref()) {
+        let embedded_seed = match &s.embedded_service.seed {
             None => DEMO_DATA.to_owned(),
             Some(seed) => std::fs::read_to_string(seed).map_err(|e| {
                 ConfigError::new(
@@ -130,67 +118,42 @@ impl Settings {
                 )
             })?,
         };
-        let console_section = section.and_then(|s| s.console.as_ref());
-        let console = match args
-            .admin_port
-            .or_else(|| console_section.and_then(|c| c.port))
-        {
+        let port = args.port.unwrap_or(5055);
+        let console = match s.console.port {
             None => None,
-            Some(port) => {
-                let operators: Vec<(String, String)> = console_section
-                    .and_then(|c| c.operators.clone())
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|o| (o.name, o.password_hash))
-                    .collect();
-                for (name, hash) in &operators {
-                    if argon2::password_hash::PasswordHash::new(hash).is_err() {
+            Some(console_port) => {
+                let c = &s.console;
+                for o in &c.operators {
+                    if argon2::password_hash::PasswordHash::new(&o.password_hash).is_err() {
                         return Err(ConfigError::new(
                             path,
                             "actiongate.console.operators",
-                            format!("{name}: password_hash is not an argon2 hash (make one with `actiongate hash-password`)"),
+                            format!("{}: password_hash is not an argon2 hash (make one with `actiongate hash-password`)", o.name),
                         ));
                     }
                 }
+                if console_port != 0 && console_port == port {
+                    return Err(ConfigError::new(
+                        path,
+                        "actiongate.console.port",
+                        "the console is never served on the port Rasa calls: choose another --admin-port",
+                    ));
+                }
                 Some(ConsoleSettings {
-                    host: args
-                        .admin_host
-                        .clone()
-                        .or_else(|| console_section.and_then(|c| c.host.clone()))
-                        .unwrap_or_else(|| "127.0.0.1".to_owned()),
-                    port,
-                    operators,
-                    session: Duration::from_secs_f64(
-                        60.0 * console_section
-                            .and_then(|c| c.session_minutes)
-                            .unwrap_or(480.0)
-                            .max(0.01),
-                    ),
-                    hosts: console_section
-                        .and_then(|c| c.hosts.clone())
-                        .unwrap_or_default(),
+                    host: c.host.clone(),
+                    port: console_port,
+                    operators: c
+                        .operators
+                        .iter()
+                        .map(|o| (o.name.clone(), o.password_hash.clone()))
+                        .collect(),
+                    session: Duration::from_secs_f64(60.0 * c.session_minutes.max(0.01)),
+                    hosts: c.hosts.clone(),
                 })
             }
         };
-        if let Some(c) = &console {
-            if c.port != 0 && c.port == args.port.unwrap_or(5055) {
-                return Err(ConfigError::new(
-                    path,
-                    "actiongate.console.port",
-                    "the console is never served on the port Rasa calls: choose another --admin-port",
-                ));
-            }
-        }
-        let events_section = section.and_then(|s| s.events.as_ref());
-        let events_port = args
-            .events_port
-            .or_else(|| events_section.and_then(|e| e.port));
-        let events_secret = args
-            .events_secret
-            .clone()
-            .or_else(|| events_section.and_then(|e| e.secret.clone()))
-            .filter(|s| !s.is_empty());
-        let events = match (events_port, events_secret) {
+        let e = &s.events;
+        let events = match (e.port, e.secret.clone().filter(|s| !s.is_empty())) {
             (None, _) => None,
             (Some(_), None) => {
                 return Err(ConfigError::new(
@@ -200,25 +163,14 @@ impl Settings {
                 ))
             }
             (Some(port), Some(secret)) => Some(EventsSettings {
-                host: args
-                    .events_host
-                    .clone()
-                    .or_else(|| events_section.and_then(|e| e.host.clone()))
-                    .unwrap_or_else(|| "127.0.0.1".to_owned()),
+                host: e.host.clone(),
                 port,
                 secret,
-                tolerance: Duration::from_secs(
-                    args.events_tolerance
-                        .or_else(|| events_section.and_then(|e| e.tolerance_secs))
-                        .unwrap_or(300),
-                ),
+                tolerance: Duration::from_secs(e.tolerance_secs),
             }),
         };
-        let subscriptions_url = args
-            .subscriptions_url
-            .clone()
-            .or_else(|| subs.and_then(|s| s.url.clone()));
-        if let Some(url) = &subscriptions_url {
+        let subs = &s.subscriptions;
+        if let Some(url) = &subs.url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::new(
                     path,
@@ -227,10 +179,7 @@ impl Settings {
                 ));
             }
         }
-        let timeout = args
-            .subscriptions_timeout
-            .or_else(|| subs.and_then(|s| s.timeout_secs))
-            .unwrap_or(5.0);
+        let timeout = subs.timeout_secs;
         if !(timeout > 0.0 && timeout <= 300.0) {
             return Err(ConfigError::new(
                 path,
@@ -238,33 +187,20 @@ impl Settings {
                 "must be in (0, 300]",
             ));
         }
-        let max_in_flight = args
-            .subscriptions_max_in_flight
-            .or_else(|| subs.and_then(|s| s.max_in_flight))
-            .unwrap_or(crate::subscriptions::DEFAULT_MAX_IN_FLIGHT);
-        if max_in_flight == 0 {
+        if subs.max_in_flight == 0 {
             return Err(ConfigError::new(
                 path,
                 "actiongate.subscriptions.max_in_flight",
                 "must be at least 1",
             ));
         }
+        let server = &s.server;
         let limits = BodyLimits {
-            max_body: args
-                .body_limit
-                .or_else(|| server.and_then(|s| s.body_limit))
-                .unwrap_or(BodyLimits::default().max_body),
-            max_decompressed: args
-                .decompressed_limit
-                .or_else(|| server.and_then(|s| s.decompressed_limit))
-                .unwrap_or(BodyLimits::default().max_decompressed),
+            max_body: server.body_limit,
+            max_decompressed: server.decompressed_limit,
             ..BodyLimits::default()
         };
-        let body_budget = args
-            .body_budget
-            .or_else(|| server.and_then(|s| s.body_budget))
-            .unwrap_or(actionserver::DEFAULT_BODY_BUDGET);
-        if body_budget < limits.max_body {
+        if server.body_budget < limits.max_body {
             return Err(ConfigError::new(
                 path,
                 "actiongate.server.body_budget",
@@ -288,6 +224,8 @@ impl Settings {
                 ));
             }
         }
+        // The file's own text: a flag's value is never a variable left unreplaced.
+        let in_file = file.actiongate.as_ref();
         let secrets = [
             (
                 "action_endpoint.token",
@@ -295,21 +233,19 @@ impl Settings {
             ),
             (
                 "actiongate.subscriptions.token",
-                subs.and_then(|s| s.token.as_deref()),
+                in_file.and_then(|f| f.subscriptions.token.as_deref()),
             ),
             (
                 "actiongate.events.secret",
-                events_section.and_then(|e| e.secret.as_deref()),
+                in_file.and_then(|f| f.events.secret.as_deref()),
             ),
             (
                 "actiongate.consent.signing_secret",
-                consent.and_then(|c| c.signing_secret.as_deref()),
+                in_file.and_then(|f| f.consent.signing_secret.as_deref()),
             ),
             (
                 "actiongate.approval.notify_rasa_token",
-                section
-                    .and_then(|s| s.approval.as_ref())
-                    .and_then(|a| a.notify_rasa_token.as_deref()),
+                in_file.and_then(|f| f.approval.notify_rasa_token.as_deref()),
             ),
         ];
         for (key, value) in secrets {
@@ -323,47 +259,27 @@ impl Settings {
                 ));
             }
         }
-        let per_hour = args
-            .rate_per_hour
-            .or_else(|| rate.and_then(|r| r.per_hour))
-            .unwrap_or(5.0);
-        let capacity = args
-            .rate_capacity
-            .or_else(|| rate.and_then(|r| r.capacity))
-            .unwrap_or(5.0);
-        if capacity < 1.0 || per_hour < 0.0 {
+        let rate = &s.rate_limit;
+        if rate.capacity < 1.0 || rate.per_hour < 0.0 {
             return Err(ConfigError::new(
                 path,
                 "actiongate.rate_limit",
                 "capacity must be at least 1 and per_hour not negative",
             ));
         }
+        let consent = &s.consent;
         let signals = Signals {
-            affirm_intents: consent
-                .and_then(|c| c.affirm_intents.clone())
-                .unwrap_or_else(|| Signals::default().affirm_intents),
-            deny_intents: consent
-                .and_then(|c| c.deny_intents.clone())
-                .unwrap_or_else(|| Signals::default().deny_intents),
-            min_confidence: args
-                .min_confidence
-                .or_else(|| consent.and_then(|c| c.min_confidence))
-                .unwrap_or_else(|| Signals::default().min_confidence),
-            confirm_slot: args
-                .confirm_slot
-                .clone()
-                .or_else(|| consent.and_then(|c| c.confirm_slot.clone()))
-                .filter(|s| !s.is_empty()),
+            affirm_intents: consent.affirm_intents.clone(),
+            deny_intents: consent.deny_intents.clone(),
+            min_confidence: consent.min_confidence,
+            confirm_slot: consent.confirm_slot.clone().filter(|s| !s.is_empty()),
         };
         // A secret that is set but empty is a mistake, never "no signing" (CONTRACT.md
         // section 2). clap drops an empty environment value, so the variable is read too.
         let empty_env = std::env::var_os("ACTIONGATE_SIGNING_SECRET").is_some_and(|v| v.is_empty());
-        let signing_secret = args
-            .signing_secret
-            .clone()
-            .or_else(|| consent.and_then(|c| c.signing_secret.clone()));
         if empty_env
-            || signing_secret
+            || consent
+                .signing_secret
                 .as_deref()
                 .is_some_and(|s| s.trim().is_empty())
         {
@@ -391,172 +307,82 @@ impl Settings {
                 format!("`{both}` is both an affirm and a deny intent"),
             ));
         }
+        let grpc = match (server.grpc, server.grpc_port) {
+            (true, Some(_)) => {
+                return Err(ConfigError::new(
+                    path,
+                    "actiongate.server.grpc_port",
+                    "gRPC is served either on the port (grpc: true) or beside the webhook (grpc_port), not both",
+                ))
+            }
+            (true, None) => GrpcMode::Only,
+            (false, Some(port)) => GrpcMode::Beside(port),
+            (false, None) => GrpcMode::Off,
+        };
         Ok(Self {
             host: args.host.clone().unwrap_or_else(|| "0.0.0.0".to_owned()),
-            port: args.port.unwrap_or(5055),
+            port,
             server: ServerSettings {
                 limits,
-                body_budget,
+                body_budget: server.body_budget,
                 auth_token: args
                     .auth_token
                     .clone()
                     .or_else(|| action_endpoint.and_then(|a| a.token.clone()))
                     .filter(|t| !t.is_empty()),
-                token_name: args
+                token_name: server
                     .token_name
                     .clone()
-                    .or_else(|| server.and_then(|s| s.token_name.clone()))
                     .or_else(|| action_endpoint.and_then(|a| a.token_name.clone()))
                     .unwrap_or_else(|| "token".to_owned()),
                 cors,
-                workers: args
-                    .workers
-                    .or_else(|| server.and_then(|s| s.workers))
-                    .unwrap_or(0),
-                max_connections_per_peer: server
-                    .and_then(|s| s.max_connections_per_peer)
-                    .unwrap_or(ServerSettings::default().max_connections_per_peer)
-                    .max(1),
+                workers: server.workers,
+                max_connections_per_peer: server.max_connections_per_peer.max(1),
                 ..ServerSettings::default()
             },
             tls: args.ssl_certificate.clone().zip(args.ssl_keyfile.clone()),
-            grpc: match (
-                args.grpc || server.and_then(|s| s.grpc).unwrap_or(false),
-                args.grpc_port.or_else(|| server.and_then(|s| s.grpc_port)),
-            ) {
-                (true, Some(_)) => {
-                    return Err(ConfigError::new(
-                        path,
-                        "actiongate.server.grpc_port",
-                        "gRPC is served either on the port (grpc: true) or beside the webhook (grpc_port), not both",
-                    ))
-                }
-                (true, None) => GrpcMode::Only,
-                (false, Some(port)) => GrpcMode::Beside(port),
-                (false, None) => GrpcMode::Off,
-            },
-            grpc_client_ca: args
-                .ssl_ca_file
-                .clone()
-                .or_else(|| server.and_then(|s| s.ssl_ca_file.clone())),
-            subscriptions_url,
-            subscriptions_token: args
-                .subscriptions_token
-                .clone()
-                .or_else(|| subs.and_then(|s| s.token.clone())),
+            grpc,
+            grpc_client_ca: server.ssl_ca_file.clone(),
+            subscriptions_url: subs.url.clone(),
+            subscriptions_token: subs.token.clone(),
             subscriptions_timeout: Duration::from_secs_f64(timeout),
-            subscriptions_max_in_flight: max_in_flight,
-            embedded_port: args
-                .embedded_service_port
-                .or_else(|| embedded_section.and_then(|e| e.port))
-                .unwrap_or(5056),
+            subscriptions_max_in_flight: subs.max_in_flight,
+            embedded_port: s.embedded_service.port,
             embedded_seed,
-            embedded_command_delay: Duration::from_millis(
-                args.embedded_command_delay_ms
-                    .or_else(|| embedded_section.and_then(|e| e.command_delay_ms))
-                    .unwrap_or(0),
-            ),
+            embedded_command_delay: Duration::from_millis(s.embedded_service.command_delay_ms),
             data_dir,
             database_url,
             traces: super::traces::read(file.tracing.as_ref(), path, &|name| {
                 std::env::var(name).ok()
             }),
             consent: ConsentConfig {
-                confirm_response: consent
-                    .and_then(|c| c.confirm_response.clone())
-                    .unwrap_or_else(|| ConsentConfig::default().confirm_response),
-                window: Duration::from_secs(
-                    args.confirmation_window
-                        .or_else(|| consent.and_then(|c| c.window_secs))
-                        .unwrap_or(600),
-                ),
-                clock_skew: Duration::from_secs(
-                    args.clock_skew
-                        .or_else(|| consent.and_then(|c| c.clock_skew_secs))
-                        .unwrap_or(5),
-                ),
+                confirm_response: consent.confirm_response.clone(),
+                window: Duration::from_secs(consent.window_secs),
+                clock_skew: Duration::from_secs(consent.clock_skew_secs),
                 signals,
-                plain_yes: args
-                    .plain_yes
-                    .or_else(|| consent.and_then(|c| c.plain_yes))
-                    .unwrap_or(true),
-                reply_words: crate::consent::plain_yes::ReplyWords::new(
-                    &consent
-                        .and_then(|c| c.reply_words.clone())
-                        .unwrap_or_default(),
-                ),
-                question: args
-                    .consent_question
-                    .or_else(|| consent.and_then(|c| c.question))
-                    .unwrap_or_default(),
+                plain_yes: consent.plain_yes,
+                reply_words: crate::consent::plain_yes::ReplyWords::new(&consent.reply_words),
+                question: consent.question,
                 identity: IdentityConfig {
-                    account_key: args
-                        .account_key
-                        .clone()
-                        .or_else(|| consent.and_then(|c| c.account_key.clone()))
-                        .unwrap_or_else(|| "account_id".to_owned()),
-                    signing_secret,
-                    claim: consent
-                        .and_then(|c| c.account_claim.clone())
-                        .unwrap_or_else(|| "sub".to_owned()),
-                    max_age: Duration::from_secs(
-                        consent
-                            .and_then(|c| c.token_max_age_secs)
-                            .unwrap_or(24 * 3600),
-                    ),
-                    leeway: Duration::from_secs(
-                        consent.and_then(|c| c.token_leeway_secs).unwrap_or(60),
-                    ),
+                    account_key: consent.account_key.clone(),
+                    signing_secret: consent.signing_secret.clone(),
+                    claim: consent.account_claim.clone(),
+                    max_age: Duration::from_secs(consent.token_max_age_secs),
+                    leeway: Duration::from_secs(consent.token_leeway_secs),
                 },
                 rate: RateLimit {
-                    capacity,
-                    per_second: per_hour / 3600.0,
+                    capacity: rate.capacity,
+                    per_second: rate.per_hour / 3600.0,
                 },
                 in_flight_wait: Duration::from_secs_f64(timeout + 5.0),
-                approval: approval_rules(section.and_then(|s| s.approval.as_ref())),
+                approval: s.approval.rules(),
                 ..ConsentConfig::default()
             },
-            audit_retention: Duration::from_secs(
-                86_400
-                    * args
-                        .audit_retention_days
-                        .or_else(|| {
-                            section
-                                .and_then(|s| s.audit.as_ref())
-                                .and_then(|a| a.retention_days)
-                        })
-                        .unwrap_or(90),
-            ),
+            audit_retention: Duration::from_secs(86_400 * s.audit.retention_days),
             reconcile_interval: Duration::from_secs(args.reconcile_interval.max(1)),
             events,
             console,
         })
-    }
-}
-
-/// endpoints.yml `actiongate.approval`, with its defaults (review marks honoured, 24 h).
-fn approval_rules(section: Option<&super::ApprovalSection>) -> crate::consent::ApprovalRules {
-    let defaults = crate::consent::ApprovalRules::default();
-    let Some(a) = section else {
-        return defaults;
-    };
-    crate::consent::ApprovalRules {
-        change_types: a.change_types.clone().unwrap_or_default(),
-        accounts: a.accounts.clone().unwrap_or_default(),
-        review: a.review.unwrap_or(defaults.review),
-        expiry: a.expiry_hours.map_or(defaults.expiry, |h| {
-            Duration::from_secs_f64(h.max(0.0) * 3600.0)
-        }),
-        notify_rasa_url: a.notify_rasa_url.clone(),
-        notify_rasa_token: a.notify_rasa_token.clone(),
-        max_open_per_account: a
-            .max_open_per_account
-            .unwrap_or(defaults.max_open_per_account)
-            .max(1),
-        max_open_per_subscription: a
-            .max_open_per_subscription
-            .unwrap_or(defaults.max_open_per_subscription)
-            .max(1),
     }
 }
 

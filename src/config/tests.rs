@@ -140,7 +140,7 @@ fn a_rasa_pro_file_is_read_as_rasa_reads_it() {
         file.unknown_sections
     );
     let section = file.actiongate.as_ref().unwrap();
-    assert_eq!(section.server.as_ref().unwrap().workers, Some(3));
+    assert_eq!(section.server.workers, 3);
     let args = crate::cli::Cli::default_serve_args();
     let settings = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap();
     assert_eq!(settings.server.auth_token.as_deref(), Some("12345"));

@@ -49,7 +49,17 @@ impl Default for RateLimit {
 }
 
 /// How the question is held to what the customer read (CONTRACT.md section 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Deserialize,
+    serde::Serialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum QuestionCheck {
     /// The question must be one of the confirmation response's text variations rendered

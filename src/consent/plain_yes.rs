@@ -408,7 +408,7 @@ const POINTS_ELSEWHERE: &[&str] = &[
 ];
 
 /// Words added to the lists (endpoints.yml `actiongate.consent.reply_words`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExtraWords {
     /// Words and phrases that say yes.

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use backon::Retryable;
 use serde::Serialize;
 use sqlx::{AnyPool, Row};
 
@@ -45,6 +46,14 @@ pub(super) const AUDIT_QUEUE: usize = 16_384;
 /// Entries written in one transaction at most (in statements of AUDIT_ROWS rows).
 const AUDIT_BATCH: usize = 512;
 
+/// A batch that could not be written is tried again every 100 ms, 50 times (five seconds
+/// of a database away), before its entries are logged as lost.
+fn audit_retry() -> backon::ConstantBuilder {
+    backon::ConstantBuilder::new()
+        .with_delay(Duration::from_millis(100))
+        .with_max_times(50)
+}
+
 /// How long the writer waits for more entries after the first of a batch.
 const AUDIT_LINGER: Duration = Duration::from_millis(2);
 
@@ -74,21 +83,19 @@ pub(super) async fn write_audit(
                 next = queue.try_recv().ok();
             }
         }
-        let mut attempt = 0;
-        while !batch.is_empty() {
-            match insert_audit(&pool, postgres, &batch).await {
-                Ok(()) => batch.clear(),
-                Err(e) if attempt < 50 => {
-                    attempt += 1;
+        if !batch.is_empty() {
+            let written = (|| insert_audit(&pool, postgres, &batch))
+                .retry(audit_retry())
+                .notify(|e, _| {
                     tracing::warn!(error = %e, entries = batch.len(), "the audit trail could not be written; trying again");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => {
-                    for entry in batch.drain(..) {
-                        tracing::error!(error = %e, action = %entry.action, sender = %entry.sender_id, status = %entry.status, "an audit entry was lost");
-                    }
+                })
+                .await;
+            if let Err(e) = written {
+                for entry in &batch {
+                    tracing::error!(error = %e, action = %entry.action, sender = %entry.sender_id, status = %entry.status, "an audit entry was lost");
                 }
             }
+            batch.clear();
         }
         for done in flushes.drain(..) {
             let _ = done.send(());

@@ -1,96 +1,29 @@
 //! The schema: the numbered `.sql` files in `migrations/sqlite/` and
-//! `migrations/postgres/` (one folder a dialect), built into the binary and applied at
-//! start by sqlx's migrator, each once, in order, recorded in `_sqlx_migrations` (on
+//! `migrations/postgres/` (one folder a dialect), built into the binary by sqlx's
+//! `migrate!` and applied at start by its migrator, each once, in order, recorded in `_sqlx_migrations` (on
 //! PostgreSQL under an advisory lock, so two replicas starting together apply them once).
 //! Stores made before sqlx ran the migrations recorded them in `actiongate_migrations`;
 //! [`apply`] adopts those records first.
 
-use std::borrow::Cow;
-
-use sqlx::error::BoxDynError;
-use sqlx::migrate::{Migrate, MigrateError, Migration, MigrationSource, MigrationType, Migrator};
+use backon::Retryable;
+use sqlx::migrate::{Migrate, MigrateError, Migrator};
 use sqlx::AnyPool;
 
-/// A migration file: its version, description and SQL in each dialect.
-struct File {
-    version: i64,
-    description: &'static str,
-    sqlite: &'static str,
-    postgres: &'static str,
-}
+/// The files of each dialect, built into the binary by sqlx's migrator.
+static SQLITE: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES: Migrator = sqlx::migrate!("./migrations/postgres");
 
-const FILES: &[File] = &[
-    File {
-        version: 1,
-        description: "schema",
-        sqlite: include_str!("../../migrations/sqlite/0001_schema.sql"),
-        postgres: include_str!("../../migrations/postgres/0001_schema.sql"),
-    },
-    File {
-        version: 2,
-        description: "open per subscription",
-        sqlite: include_str!("../../migrations/sqlite/0002_open_per_subscription.sql"),
-        postgres: include_str!("../../migrations/postgres/0002_open_per_subscription.sql"),
-    },
-    File {
-        version: 3,
-        description: "service events",
-        sqlite: include_str!("../../migrations/sqlite/0003_service_events.sql"),
-        postgres: include_str!("../../migrations/postgres/0003_service_events.sql"),
-    },
-    File {
-        version: 4,
-        description: "approvals",
-        sqlite: include_str!("../../migrations/sqlite/0004_approvals.sql"),
-        postgres: include_str!("../../migrations/postgres/0004_approvals.sql"),
-    },
-    File {
-        version: 5,
-        description: "operator sessions",
-        sqlite: include_str!("../../migrations/sqlite/0005_operator_sessions.sql"),
-        postgres: include_str!("../../migrations/postgres/0005_operator_sessions.sql"),
-    },
-    File {
-        version: 6,
-        description: "session credential",
-        sqlite: include_str!("../../migrations/sqlite/0006_session_credential.sql"),
-        postgres: include_str!("../../migrations/postgres/0006_session_credential.sql"),
-    },
-];
-
-/// The files of one dialect, as sqlx's migrator reads a source.
-#[derive(Debug)]
-struct Embedded {
-    postgres: bool,
-}
-
-impl MigrationSource<'static> for Embedded {
-    fn resolve(
-        self,
-    ) -> futures_util::future::BoxFuture<'static, Result<Vec<Migration>, BoxDynError>> {
-        Box::pin(async move { Ok(migrations(self.postgres)) })
+fn migrator(postgres: bool) -> &'static Migrator {
+    if postgres {
+        &POSTGRES
+    } else {
+        &SQLITE
     }
 }
 
-fn migrations(postgres: bool) -> Vec<Migration> {
-    FILES
-        .iter()
-        .map(|f| {
-            Migration::new(
-                f.version,
-                Cow::Borrowed(f.description),
-                MigrationType::Simple,
-                Cow::Borrowed(if postgres { f.postgres } else { f.sqlite }),
-                false,
-            )
-        })
-        .collect()
-}
-
-/// The version of the newest migration this build carries (versions run 1, 2, ...: as
-/// many as there are).
+/// The version of the newest migration this build carries.
 pub fn latest_version() -> i64 {
-    FILES.iter().map(|f| f.version).max().unwrap_or(0)
+    SQLITE.iter().map(|m| m.version).max().unwrap_or(0)
 }
 
 /// Applies the migrations not yet applied, after adopting the records of the runner that
@@ -101,22 +34,21 @@ pub fn latest_version() -> i64 {
 /// loses finds it done (the table exists, the version is recorded), its transaction rolls
 /// back, and it tries again, a few times, to find nothing left to do.
 pub async fn apply(pool: &AnyPool, postgres: bool) -> Result<(), MigrateError> {
-    let migrator = Migrator::new(Embedded { postgres }).await?;
-    let mut attempt = 0;
-    loop {
-        let result = match adopt_earlier_records(pool, postgres).await {
-            Ok(()) => migrator.run(pool).await,
-            Err(e) => Err(e),
-        };
-        match result {
-            Err(e) if !postgres && attempt < 5 => {
-                attempt += 1;
-                tracing::debug!(error = %e, attempt, "another process is migrating the store; trying again");
-                tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
-            }
-            result => return result,
-        }
-    }
+    let migrator = migrator(postgres);
+    let run = || async {
+        adopt_earlier_records(pool, postgres).await?;
+        migrator.run(pool).await
+    };
+    run.retry(
+        backon::ExponentialBuilder::new()
+            .with_min_delay(std::time::Duration::from_millis(50))
+            .with_max_times(5),
+    )
+    .when(|_| !postgres)
+    .notify(
+        |e, _| tracing::debug!(error = %e, "another process is migrating the store; trying again"),
+    )
+    .await
 }
 
 /// A store whose schema the earlier runner made lists its versions in
@@ -147,7 +79,7 @@ async fn adopt_earlier_records(pool: &AnyPool, postgres: bool) -> Result<(), Mig
             sqlx::query_scalar("SELECT version FROM actiongate_migrations ORDER BY version")
                 .fetch_all(&mut *conn)
                 .await?;
-        for migration in migrations(postgres) {
+        for migration in migrator(postgres).iter() {
             if !versions.contains(&migration.version) {
                 continue;
             }
@@ -176,8 +108,8 @@ mod tests {
     async fn earlier_store(url: &str) -> AnyPool {
         sqlx::any::install_default_drivers();
         let pool = AnyPool::connect(url).await.unwrap();
-        for file in &FILES[..2] {
-            sqlx::raw_sql(file.sqlite).execute(&pool).await.unwrap();
+        for migration in SQLITE.iter().take(2) {
+            sqlx::raw_sql(&migration.sql).execute(&pool).await.unwrap();
         }
         sqlx::raw_sql(
             "CREATE TABLE actiongate_migrations (version BIGINT PRIMARY KEY);
@@ -213,6 +145,20 @@ mod tests {
         assert_eq!(audit, 1, "the trail survives");
     }
 
+    /// Both dialects carry the same versions with the same names, so either store is at
+    /// the same version after the same build.
+    #[test]
+    fn both_dialects_have_the_same_migrations() {
+        let names = |m: &Migrator| {
+            m.iter()
+                .map(|m| (m.version, m.description.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&SQLITE), names(&POSTGRES));
+        assert_eq!(names(&SQLITE)[1], (2, "open per subscription".to_owned()));
+        assert_eq!(latest_version(), SQLITE.iter().count() as i64);
+    }
+
     #[tokio::test]
     async fn a_new_store_gets_every_migration() {
         let dir = tempfile::tempdir().unwrap();
@@ -224,7 +170,7 @@ mod tests {
             .fetch_one(&pool)
             .await
             .unwrap();
-        assert_eq!(recorded, FILES.len() as i64);
+        assert_eq!(recorded, SQLITE.iter().count() as i64);
         // The partial unique index is there: a second open operation of one subscription
         // is refused.
         let open = "INSERT INTO operations VALUES ($1, 's', 'a', 'WS-1', 'stop_renewal', 1, '{}', 'claimed', NULL, 0, 0)";
@@ -249,7 +195,7 @@ mod tests {
                 .fetch_one(&a)
                 .await
                 .unwrap();
-            assert_eq!(recorded, FILES.len() as i64);
+            assert_eq!(recorded, SQLITE.iter().count() as i64);
         }
     }
 }
