@@ -1,29 +1,61 @@
 //! The schema: the numbered `.sql` files in `migrations/sqlite/` and
-//! `migrations/postgres/` (one folder a dialect), built into the binary by sqlx's
-//! `migrate!` and applied at start by its migrator, each once, in order, recorded in `_sqlx_migrations` (on
+//! `migrations/postgres/` (one folder a dialect), listed by `build.rs`, built into the
+//! binary and applied at start by sqlx's migrator, each once, in order, recorded in `_sqlx_migrations` (on
 //! PostgreSQL under an advisory lock, so two replicas starting together apply them once).
 //! Stores made before sqlx ran the migrations recorded them in `actiongate_migrations`;
 //! [`apply`] adopts those records first.
 
+use std::borrow::Cow;
+
 use backon::Retryable;
-use sqlx::migrate::{Migrate, MigrateError, Migrator};
+use sqlx::error::BoxDynError;
+use sqlx::migrate::{Migrate, MigrateError, Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::AnyPool;
 
-/// The files of each dialect, built into the binary by sqlx's migrator.
-static SQLITE: Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES: Migrator = sqlx::migrate!("./migrations/postgres");
+/// The files of each dialect, `(version, description, SQL)`, listed by `build.rs` from
+/// the folders as sqlx names them (`0002_open_per_subscription.sql`: 2, "open per
+/// subscription").
+mod files {
+    include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
+}
 
-fn migrator(postgres: bool) -> &'static Migrator {
-    if postgres {
-        &POSTGRES
-    } else {
-        &SQLITE
+/// The files of one dialect, as sqlx's migrator reads a source.
+#[derive(Debug)]
+struct Embedded {
+    postgres: bool,
+}
+
+impl MigrationSource<'static> for Embedded {
+    fn resolve(
+        self,
+    ) -> futures_util::future::BoxFuture<'static, Result<Vec<Migration>, BoxDynError>> {
+        Box::pin(async move { Ok(migrations(self.postgres)) })
     }
+}
+
+fn migrations(postgres: bool) -> Vec<Migration> {
+    let files = if postgres {
+        files::POSTGRES
+    } else {
+        files::SQLITE
+    };
+    files
+        .iter()
+        .map(|&(version, description, sql)| {
+            Migration::new(
+                version,
+                Cow::Borrowed(description),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                false,
+            )
+        })
+        .collect()
 }
 
 /// The version of the newest migration this build carries.
 pub fn latest_version() -> i64 {
-    SQLITE.iter().map(|m| m.version).max().unwrap_or(0)
+    files::SQLITE.iter().map(|f| f.0).max().unwrap_or(0)
 }
 
 /// Applies the migrations not yet applied, after adopting the records of the runner that
@@ -34,7 +66,7 @@ pub fn latest_version() -> i64 {
 /// loses finds it done (the table exists, the version is recorded), its transaction rolls
 /// back, and it tries again, a few times, to find nothing left to do.
 pub async fn apply(pool: &AnyPool, postgres: bool) -> Result<(), MigrateError> {
-    let migrator = migrator(postgres);
+    let migrator = Migrator::new(Embedded { postgres }).await?;
     let run = || async {
         adopt_earlier_records(pool, postgres).await?;
         migrator.run(pool).await
@@ -79,7 +111,7 @@ async fn adopt_earlier_records(pool: &AnyPool, postgres: bool) -> Result<(), Mig
             sqlx::query_scalar("SELECT version FROM actiongate_migrations ORDER BY version")
                 .fetch_all(&mut *conn)
                 .await?;
-        for migration in migrator(postgres).iter() {
+        for migration in migrations(postgres) {
             if !versions.contains(&migration.version) {
                 continue;
             }
@@ -108,8 +140,8 @@ mod tests {
     async fn earlier_store(url: &str) -> AnyPool {
         sqlx::any::install_default_drivers();
         let pool = AnyPool::connect(url).await.unwrap();
-        for migration in SQLITE.iter().take(2) {
-            sqlx::raw_sql(&migration.sql).execute(&pool).await.unwrap();
+        for (_, _, sql) in &files::SQLITE[..2] {
+            sqlx::raw_sql(sql).execute(&pool).await.unwrap();
         }
         sqlx::raw_sql(
             "CREATE TABLE actiongate_migrations (version BIGINT PRIMARY KEY);
@@ -149,14 +181,16 @@ mod tests {
     /// the same version after the same build.
     #[test]
     fn both_dialects_have_the_same_migrations() {
-        let names = |m: &Migrator| {
-            m.iter()
+        let names = |postgres| {
+            migrations(postgres)
+                .into_iter()
                 .map(|m| (m.version, m.description.to_string()))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(names(&SQLITE), names(&POSTGRES));
-        assert_eq!(names(&SQLITE)[1], (2, "open per subscription".to_owned()));
-        assert_eq!(latest_version(), SQLITE.iter().count() as i64);
+        assert_eq!(names(false), names(true));
+        assert_eq!(names(false)[1], (2, "open per subscription".to_owned()));
+        assert_eq!(names(false).len(), 6, "every file in the folder");
+        assert_eq!(latest_version(), files::SQLITE.len() as i64);
     }
 
     #[tokio::test]
@@ -170,7 +204,7 @@ mod tests {
             .fetch_one(&pool)
             .await
             .unwrap();
-        assert_eq!(recorded, SQLITE.iter().count() as i64);
+        assert_eq!(recorded, files::SQLITE.len() as i64);
         // The partial unique index is there: a second open operation of one subscription
         // is refused.
         let open = "INSERT INTO operations VALUES ($1, 's', 'a', 'WS-1', 'stop_renewal', 1, '{}', 'claimed', NULL, 0, 0)";
@@ -195,7 +229,7 @@ mod tests {
                 .fetch_one(&a)
                 .await
                 .unwrap();
-            assert_eq!(recorded, SQLITE.iter().count() as i64);
+            assert_eq!(recorded, files::SQLITE.len() as i64);
         }
     }
 }
