@@ -22,6 +22,7 @@ use crate::consent::Guard;
 use crate::events::Inbox;
 use crate::store::Store;
 use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
+use crate::subscriptions::stripe::StripeProvider;
 use crate::subscriptions::ServiceClient;
 
 /// Why the server could not start.
@@ -125,6 +126,8 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
     };
     let (service_url, embedded_port, embedded) = match &settings.subscriptions_url {
         Some(url) => (url.clone(), None, None),
+        // Changes go to Stripe: no service, embedded or not.
+        None if settings.stripe.is_some() => (String::new(), None, None),
         None => {
             let running = embedded::start(
                 settings.embedded_port,
@@ -160,13 +163,7 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
         }
     };
     let store = Store::connect(&settings.database_url).await?;
-    let client = ServiceClient::with_max_in_flight(
-        &service_url,
-        settings.subscriptions_timeout,
-        settings.subscriptions_token.clone(),
-        settings.subscriptions_max_in_flight,
-    )?;
-    let guard = Guard::new(settings.consent.clone(), client, store.clone());
+    let guard = guard_with(settings, &service_url, store.clone())?;
     // Only operations untouched for longer than a command can take (a wait for a turn,
     // then the call, each up to the timeout) are reconciled, so a command still in flight
     // on another replica is left alone.
@@ -294,13 +291,24 @@ pub async fn guard_for(settings: &Settings) -> Result<Guard, StartError> {
         .clone()
         .unwrap_or_else(|| format!("http://127.0.0.1:{}", settings.embedded_port));
     let store = Store::connect(&settings.database_url).await?;
+    guard_with(settings, &service_url, store)
+}
+
+/// The guard over the configured provider: Stripe (section 8) or the service at
+/// `service_url` (section 6).
+fn guard_with(settings: &Settings, service_url: &str, store: Store) -> Result<Guard, StartError> {
+    let consent = settings.consent.clone();
+    if let Some(stripe) = &settings.stripe {
+        tracing::info!(api_base = %stripe.api_base, "changes go to Stripe Billing");
+        return Ok(Guard::new(consent, StripeProvider::new(stripe)?, store));
+    }
     let client = ServiceClient::with_max_in_flight(
-        &service_url,
+        service_url,
         settings.subscriptions_timeout,
         settings.subscriptions_token.clone(),
         settings.subscriptions_max_in_flight,
     )?;
-    Ok(Guard::new(settings.consent.clone(), client, store))
+    Ok(Guard::new(consent, client, store))
 }
 
 /// Starts the gRPC ActionService on its own task: stopped by [`GrpcRunning::stop`] or,

@@ -106,6 +106,12 @@ pub struct ServeArgs {
     /// Base URL of the subscription service; without it the embedded service runs.
     #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_URL")]
     pub subscriptions_url: Option<String>,
+    /// Which billing system changes go to: `service` (section 6) or `stripe`.
+    #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_PROVIDER")]
+    pub subscriptions_provider: Option<String>,
+    /// Stripe's API base URL (default Stripe's own).
+    #[arg(long, env = "ACTIONGATE_STRIPE_API_BASE")]
+    pub stripe_api_base: Option<String>,
     /// Bearer token for the subscription service.
     #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_TOKEN", hide_env_values = true)]
     pub subscriptions_token: Option<String>,

@@ -90,7 +90,7 @@ impl SelectSubscriptionChange {
             return (Outcome::blocked(Reason::UnknownSubscription), None);
         }
         let change_type = tracker.slots.get_str("change_type").unwrap_or("");
-        match current_terms(&record, change_type) {
+        match current_terms(&record, change_type, guard.config().revision_format) {
             Some(terms) => (
                 Outcome {
                     status: Status::Selected,

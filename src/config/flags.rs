@@ -27,6 +27,8 @@ pub(super) fn layered(
         "data_dir" => args.data_dir.as_ref(),
         "database_url" => args.database_url.as_ref(),
         "subscriptions.url" => args.subscriptions_url.as_ref(),
+        "subscriptions.provider" => args.subscriptions_provider.as_ref(),
+        "subscriptions.api_base" => args.stripe_api_base.as_ref(),
         "subscriptions.token" => args.subscriptions_token.as_ref(),
         "subscriptions.timeout_secs" => args.subscriptions_timeout,
         "subscriptions.max_in_flight" => args.subscriptions_max_in_flight,

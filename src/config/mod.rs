@@ -8,6 +8,7 @@ mod env;
 mod flags;
 mod sections;
 mod settings;
+mod stripe;
 mod traces;
 
 use std::path::Path;

@@ -277,3 +277,35 @@ fn an_empty_section_is_the_default() {
     assert_eq!(settings.consent.window.as_secs(), 600);
     assert!(settings.consent.approval.accounts.is_empty());
 }
+
+/// The provider's flags come before the file's keys, and choose the revision format.
+#[test]
+fn the_provider_flags_come_before_the_file() {
+    use crate::subscriptions::model::RevisionFormat;
+    let file = load(
+        "actiongate:\n  subscriptions: {provider: stripe, api_key: sk_file, api_base: 'http://file'}\n",
+    )
+    .unwrap()
+    .unwrap();
+    let path = Path::new("e.yml");
+    let read = |flags: &[&str], file: &EndpointsFile| {
+        let s = Settings::from_parts(&serve_args(flags), file, path).unwrap();
+        (s.stripe.map(|s| s.api_base), s.consent.revision_format)
+    };
+    assert_eq!(
+        read(&["--stripe-api-base=http://flag"], &file),
+        (Some("http://flag".into()), RevisionFormat::Fingerprint)
+    );
+    assert_eq!(
+        read(&[], &file),
+        (Some("http://file".into()), RevisionFormat::Fingerprint)
+    );
+    assert_eq!(
+        read(&["--subscriptions-provider=service"], &file),
+        (None, RevisionFormat::Decimal)
+    );
+    assert_eq!(
+        read(&[], &EndpointsFile::default()),
+        (None, RevisionFormat::Decimal)
+    );
+}

@@ -172,19 +172,40 @@ impl Default for EventsSection {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SubscriptionsSection {
+    /// `service` (section 6: `url`, or the embedded service) or `stripe` (section 8).
+    pub provider: ProviderKind,
     pub url: Option<String>,
     pub timeout_secs: f64,
     pub token: Option<String>,
     pub max_in_flight: usize,
+    /// Stripe's secret or restricted key (default: the `STRIPE_API_KEY` variable).
+    pub api_key: Option<String>,
+    /// Default: Stripe's API.
+    pub api_base: Option<String>,
+    /// The changes offered through Stripe (`cancel_now` only when listed).
+    pub options: Vec<String>,
+}
+
+/// Which billing system the changes go to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    #[default]
+    Service,
+    Stripe,
 }
 
 impl Default for SubscriptionsSection {
     fn default() -> Self {
         Self {
+            provider: ProviderKind::Service,
             url: None,
             timeout_secs: 5.0,
             token: None,
             max_in_flight: crate::subscriptions::DEFAULT_MAX_IN_FLIGHT,
+            api_key: None,
+            api_base: None,
+            options: vec!["stop_renewal".into(), "resume_renewal".into()],
         }
     }
 }

@@ -1,14 +1,18 @@
-//! [`Settings`], everything `serve` runs with: the layers merged ([`super::flags`]: flags
+//! [`Settings`], everything `serve` runs with (over 400 lines: every key is validated in this one pass): the layers merged ([`super::flags`]: flags
 //! and environment first, then the file, then the defaults), validated once, and turned
 //! into what each part of the server takes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::sections::ProviderKind;
+use super::stripe::stripe_settings;
 use super::{load_endpoints, ConfigError, EndpointsFile};
 use crate::cli::ServeArgs;
 use crate::consent::{ConsentConfig, IdentityConfig, RateLimit, Signals};
 use crate::subscriptions::embedded::DEMO_DATA;
+use crate::subscriptions::model::RevisionFormat;
+use crate::subscriptions::stripe::StripeSettings;
 use actionserver::{BodyLimits, CorsPolicy, ServerSettings};
 
 /// Everything `serve` runs with, resolved and validated.
@@ -24,6 +28,8 @@ pub struct Settings {
     pub grpc_client_ca: Option<PathBuf>,
     /// `None`: run the embedded service.
     pub subscriptions_url: Option<String>,
+    /// Set when changes go to Stripe Billing (section 8) instead of a service.
+    pub stripe: Option<StripeSettings>,
     pub subscriptions_token: Option<String>,
     pub subscriptions_timeout: Duration,
     pub subscriptions_max_in_flight: usize,
@@ -179,6 +185,12 @@ impl Settings {
                 ));
             }
         }
+        let stripe = match subs.provider {
+            ProviderKind::Service => None,
+            ProviderKind::Stripe => Some(stripe_settings(subs, path, &|name| {
+                std::env::var(name).ok()
+            })?),
+        };
         let timeout = subs.timeout_secs;
         if !(timeout > 0.0 && timeout <= 300.0) {
             return Err(ConfigError::new(
@@ -230,6 +242,10 @@ impl Settings {
             (
                 "action_endpoint.token",
                 action_endpoint.and_then(|a| a.token.as_deref()),
+            ),
+            (
+                "actiongate.subscriptions.api_key",
+                in_file.and_then(|f| f.subscriptions.api_key.as_deref()),
             ),
             (
                 "actiongate.subscriptions.token",
@@ -344,6 +360,7 @@ impl Settings {
             grpc,
             grpc_client_ca: server.ssl_ca_file.clone(),
             subscriptions_url: subs.url.clone(),
+            stripe,
             subscriptions_token: subs.token.clone(),
             subscriptions_timeout: Duration::from_secs_f64(timeout),
             subscriptions_max_in_flight: subs.max_in_flight,
@@ -376,6 +393,10 @@ impl Settings {
                 },
                 in_flight_wait: Duration::from_secs_f64(timeout + 5.0),
                 approval: s.approval.rules(),
+                revision_format: match subs.provider {
+                    ProviderKind::Service => RevisionFormat::Decimal,
+                    ProviderKind::Stripe => RevisionFormat::Fingerprint,
+                },
                 ..ConsentConfig::default()
             },
             audit_retention: Duration::from_secs(86_400 * s.audit.retention_days),

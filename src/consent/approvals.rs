@@ -128,6 +128,7 @@ impl Guard {
                 after_other_message: None,
             },
             request_key: key.clone(),
+            revision_format: self.config.revision_format,
         };
         let (current, _) = match self.read_and_compare(&confirmation).await {
             Ok(current) => current,

@@ -10,7 +10,7 @@ use super::outcome::{Outcome, Reason, Terms};
 use super::question::{self, contains_whole};
 use super::ConsentConfig;
 use crate::conversation::{change_memory, Given, Meaning, Question, Reply};
-use crate::subscriptions::model::{change_tag, effective_text, Tag};
+use crate::subscriptions::model::{change_tag_as, effective_text, RevisionFormat, Tag};
 use crate::subscriptions::Subscription;
 
 /// A confirmation that passed steps 1 to 10: this customer was asked exactly these terms
@@ -26,6 +26,8 @@ pub struct Confirmation {
     pub question: Question,
     pub reply: Reply,
     pub request_key: String,
+    /// How the provider writes revisions in tags.
+    pub revision_format: RevisionFormat,
 }
 
 /// Steps 1 to 10 of CONTRACT.md section 4: who asks, what is in memory and where it came
@@ -45,7 +47,7 @@ pub fn check_conversation(
         .memory
         .tag
         .as_deref()
-        .and_then(Tag::parse)
+        .and_then(|tag| Tag::parse_as(tag, config.revision_format))
         .ok_or(Outcome::blocked(Reason::NotSelected))?;
     // 3. The memory is what select_subscription_change wrote in this conversation.
     let written = inputs
@@ -173,6 +175,7 @@ pub fn check_conversation(
         question,
         reply,
         request_key,
+        revision_format: config.revision_format,
     })
 }
 
@@ -201,10 +204,14 @@ pub fn request_key(sender_id: &str, tag: &str, question: &Question, reply: &Repl
 }
 
 /// The service's terms for a change type on a record, as they would be read out now.
-pub fn current_terms(record: &Subscription, change_type: &str) -> Option<Terms> {
+pub fn current_terms(
+    record: &Subscription,
+    change_type: &str,
+    format: RevisionFormat,
+) -> Option<Terms> {
     let option = record.option(change_type)?;
     Some(Terms {
-        tag: change_tag(&record.id, change_type, record.revision),
+        tag: change_tag_as(&record.id, change_type, record.revision, format),
         label: option.label.clone(),
         effective: effective_text(&option.effective_at)?,
         entitlements: option.entitlements.clone(),
@@ -222,7 +229,8 @@ pub fn compare_facts(
         .filter(|r| r.account == confirmation.account && r.id == confirmation.tag.subscription)
         .ok_or_else(Outcome::denied)?;
     // 13. Revision, label, date and entitlements unchanged.
-    let current = current_terms(record, &confirmation.tag.change_type);
+    let format = confirmation.revision_format;
+    let current = current_terms(record, &confirmation.tag.change_type, format);
     let same_name = confirmation
         .subscription
         .as_ref()
@@ -238,6 +246,6 @@ pub fn compare_facts(
         Some(now) if unchanged => Ok(now),
         current => Err(Outcome::blocked(Reason::BenefitLossHidden)
             .with_current(current)
-            .with_why(record.why_since(confirmation.tag.revision))),
+            .with_why(record.why_since_as(confirmation.tag.revision, format))),
     }
 }

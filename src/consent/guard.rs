@@ -17,6 +17,7 @@ use super::ConsentConfig;
 use crate::store::{
     now_ms, Approval, ApprovalState, AuditEntry, Claim, OpState, Operation, Store, StoreError,
 };
+use crate::subscriptions::model::RevisionFormat;
 use crate::subscriptions::{Provider, Subscription};
 use tracing::Instrument as _;
 
@@ -348,7 +349,9 @@ impl Guard {
                     .known_record(&confirmation.tag.subscription)
                     .await
                 {
-                    if revision > confirmation.tag.revision {
+                    if revision > confirmation.tag.revision
+                        && confirmation.revision_format == RevisionFormat::Decimal
+                    {
                         if let Ok(record) = serde_json::from_str::<Subscription>(&json) {
                             compare_facts(confirmation, Some(&record))?;
                         }

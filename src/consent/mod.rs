@@ -28,6 +28,7 @@ pub use inputs::{ApplyInputs, Memory, Template};
 pub use outcome::{Outcome, Reason, Status, Terms};
 pub use send::ConfirmedChange;
 
+use crate::subscriptions::model::RevisionFormat;
 use std::time::Duration;
 
 /// The per-account budget for irreversible changes.
@@ -99,6 +100,9 @@ pub struct ConsentConfig {
     pub in_flight_wait: Duration,
     /// Which confirmed changes a person approves first (CONTRACT.md section 7).
     pub approval: ApprovalRules,
+    /// How the provider's revisions are written in change tags (integers for section 6,
+    /// fingerprints for Stripe, section 8).
+    pub revision_format: RevisionFormat,
 }
 
 /// The rules of endpoints.yml `actiongate.approval`: a confirmed change is held when its
@@ -168,6 +172,7 @@ impl Default for ConsentConfig {
             rate: RateLimit::default(),
             in_flight_wait: Duration::from_secs(10),
             approval: ApprovalRules::default(),
+            revision_format: RevisionFormat::Decimal,
         }
     }
 }

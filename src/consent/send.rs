@@ -5,7 +5,7 @@
 use super::checks::{current_terms, Confirmation};
 use super::lifecycle::{not_sent, Ending, Lifecycle};
 use super::outcome::{Outcome, Reason, Status, Terms};
-use crate::store::{Store, StoreError};
+use crate::store::{now_ms, AuditEntry, Store, StoreError};
 use crate::subscriptions::provider::{self, ConfirmedCommand};
 use crate::subscriptions::{CommandOutcome, Provider};
 
@@ -70,11 +70,25 @@ impl ConfirmedChange {
             return Ok(Outcome::blocked(Reason::ServiceUnavailable));
         }
         let ending = match provider.send_change(&self).await {
-            CommandOutcome::Applied { .. } => Ending::Applied,
+            CommandOutcome::Applied {
+                contradiction: None,
+                ..
+            } => Ending::Applied,
+            CommandOutcome::Applied {
+                contradiction: Some(why),
+                ..
+            } => {
+                escalate_raced(store, c, &why).await?;
+                Ending::Applied
+            }
             CommandOutcome::Stale(record) => Ending::Failed(
                 Outcome::blocked(Reason::StaleAtService)
-                    .with_current(current_terms(&record, &c.tag.change_type))
-                    .with_why(record.why_since(c.tag.revision)),
+                    .with_current(current_terms(
+                        &record,
+                        &c.tag.change_type,
+                        c.revision_format,
+                    ))
+                    .with_why(record.why_since_as(c.tag.revision, c.revision_format)),
             ),
             CommandOutcome::InFlight => Ending::Unknown,
             CommandOutcome::Unknown(why) => {
@@ -100,4 +114,29 @@ impl ConfirmedChange {
         };
         life.end(key, &self.current, ending).await
     }
+}
+
+/// A write that raced another writer (section 8): the change stands, and a person is told
+/// through the audit trail (a `mismatch`, as a contradictory service event is) and the log.
+async fn escalate_raced(store: &Store, c: &Confirmation, why: &str) -> Result<(), StoreError> {
+    tracing::warn!(
+        request_key = %c.request_key,
+        subscription = %c.tag.subscription,
+        %why,
+        "the change was made, but the record shows another writer's change too; a person must look at it"
+    );
+    store
+        .audit(AuditEntry {
+            at: now_ms(),
+            action: "provider_write".into(),
+            sender_id: "-".into(),
+            account: Some(c.account.clone()),
+            target: Some(format!("{} {}", c.tag.subscription, c.tag.change_type)),
+            question_terms: Some(c.terms.to_string()),
+            status: "mismatch".into(),
+            reason: Some(why.to_owned()),
+            request_key: Some(c.request_key.clone()),
+            ..AuditEntry::default()
+        })
+        .await
 }

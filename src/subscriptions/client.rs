@@ -288,6 +288,7 @@ impl ServiceClient {
                     Ok(change) => CommandOutcome::Applied {
                         change,
                         replayed: replayed || status == StatusCode::OK,
+                        contradiction: None,
                     },
                     Err(e) => CommandOutcome::Unknown(format!(
                         "the service's answer could not be read: {e}"
@@ -326,7 +327,7 @@ fn segment(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, NOT_UNRESERVED).to_string()
 }
 
-mod answer;
+pub(super) mod answer;
 use answer::{error_message, read_capped, read_json};
 mod per_thread;
 use per_thread::PerThread;

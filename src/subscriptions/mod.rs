@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod provider;
+pub mod stripe;
 pub use contract::{events, model};
 pub use subscription_service::embedded;
 

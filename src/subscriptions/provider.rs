@@ -86,8 +86,15 @@ pub enum ServiceError {
 /// What became of a command.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CommandOutcome {
-    /// 201, or 200 replayed: the change is made.
-    Applied { change: Change, replayed: bool },
+    /// 201, or 200 replayed: the change is made. `contradiction`: the record the
+    /// provider answered with shows more than this change (another writer got in between
+    /// a read and a write that could not be conditional, section 8): it stands, and a
+    /// person is told.
+    Applied {
+        change: Change,
+        replayed: bool,
+        contradiction: Option<String>,
+    },
     /// 412: the record moved; nothing happened. The current record.
     Stale(Box<Subscription>),
     /// 409: a command with this key is still in flight.

@@ -20,4 +20,5 @@ mod model;
 mod properties;
 mod provenance;
 mod replies;
+mod stripe;
 mod tls;

@@ -68,19 +68,85 @@ impl Subscription {
 
     /// The notes explaining revisions after `revision`, joined: a blocked outcome's `why`.
     pub fn why_since(&self, revision: i64) -> Option<String> {
+        self.why_since_as(revision, RevisionFormat::Decimal)
+    }
+
+    /// The `why` for revisions written in `format`.
+    pub fn why_since_as(&self, revision: i64, format: RevisionFormat) -> Option<String> {
         let texts: Vec<&str> = self
             .notes
             .iter()
-            .filter(|n| n.revision > revision)
+            .filter(|n| format.explains(n.revision, revision))
             .map(|n| n.text.as_str())
             .collect();
         (!texts.is_empty()).then(|| texts.join(" "))
     }
 }
 
+/// How a provider's revisions are written in a change tag: section 6's integers (`r4`) or
+/// section 8's fingerprints, the first 10 hex digits of a digest of the fields that decide
+/// the terms (`r3fa9c01b2e`, 40 bits). The same text can read as either, so a tag is always
+/// read in the format of the provider that wrote it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RevisionFormat {
+    #[default]
+    Decimal,
+    Fingerprint,
+}
+
+/// The number of hex digits of a fingerprint revision.
+pub const FINGERPRINT_DIGITS: usize = 10;
+
+impl RevisionFormat {
+    /// The revision as the tag writes it, after its `r`.
+    pub fn write(self, revision: i64) -> String {
+        match self {
+            Self::Decimal => revision.to_string(),
+            Self::Fingerprint => format!("{revision:010x}"),
+        }
+    }
+
+    /// The revision from the tag's text after its `r`, or `None`.
+    pub fn read(self, text: &str) -> Option<i64> {
+        match self {
+            Self::Decimal if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => {
+                text.parse().ok()
+            }
+            Self::Fingerprint
+                if text.len() == FINGERPRINT_DIGITS
+                    && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                i64::from_str_radix(text, 16).ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a note written at `note` explains what moved since the confirmed
+    /// `revision`: a later integer; for fingerprints, which have no order, the note
+    /// the provider wrote from exactly that revision to now.
+    pub fn explains(self, note: i64, revision: i64) -> bool {
+        match self {
+            Self::Decimal => note > revision,
+            Self::Fingerprint => note == revision,
+        }
+    }
+}
+
 /// `{subscription id} {change type} r{revision}`.
 pub fn change_tag(subscription: &str, change_type: &str, revision: i64) -> String {
-    format!("{subscription} {change_type} r{revision}")
+    change_tag_as(subscription, change_type, revision, RevisionFormat::Decimal)
+}
+
+/// The change tag with the revision in `format`.
+pub fn change_tag_as(
+    subscription: &str,
+    change_type: &str,
+    revision: i64,
+    format: RevisionFormat,
+) -> String {
+    format!("{subscription} {change_type} r{}", format.write(revision))
 }
 
 /// A parsed change tag.
@@ -96,22 +162,25 @@ impl Tag {
     /// type, and the rest is the subscription's id (which may hold spaces, but does not
     /// begin or end with one). Anything else is `None`.
     pub fn parse(tag: &str) -> Option<Self> {
+        Self::parse_as(tag, RevisionFormat::Decimal)
+    }
+
+    /// Parses a tag whose revision is written in `format`.
+    pub fn parse_as(tag: &str, format: RevisionFormat) -> Option<Self> {
         let (rest, revision) = tag.rsplit_once(' ')?;
         let (subscription, change_type) = rest.rsplit_once(' ')?;
-        let revision = revision.strip_prefix('r')?;
+        let revision = format.read(revision.strip_prefix('r')?)?;
         if subscription.is_empty()
             || subscription.trim() != subscription
             || subscription.contains("  ")
             || change_type.is_empty()
-            || revision.is_empty()
-            || !revision.bytes().all(|b| b.is_ascii_digit())
         {
             return None;
         }
         Some(Self {
             subscription: subscription.to_owned(),
             change_type: change_type.to_owned(),
-            revision: revision.parse().ok()?,
+            revision,
         })
     }
 }
@@ -159,6 +228,26 @@ mod tests {
         ] {
             assert_eq!(Tag::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn fingerprint_tags_round_trip_and_are_read_only_as_fingerprints() {
+        let f = RevisionFormat::Fingerprint;
+        let tag = change_tag_as("sub_1Q2w", "stop_renewal", 0x3fa9c01b2e, f);
+        assert_eq!(tag, "sub_1Q2w stop_renewal r3fa9c01b2e");
+        assert_eq!(Tag::parse_as(&tag, f).unwrap().revision, 0x3fa9c01b2e);
+        // A fingerprint is not an integer revision, and neither is read as the other.
+        assert_eq!(Tag::parse(&tag), None);
+        assert_eq!(Tag::parse_as("sub_1Q2w stop_renewal r4", f), None);
+        for bad in ["r3fa9c01b2", "r3fa9c01b2e0", "r3FA9C01B2E", "r3fa9c01b2g"] {
+            assert_eq!(
+                Tag::parse_as(&format!("sub_1 stop_renewal {bad}"), f),
+                None,
+                "{bad}"
+            );
+        }
+        // Leading zeros are kept: 10 digits always.
+        assert_eq!(change_tag_as("s", "c", 1, f), "s c r0000000001");
     }
 
     #[test]

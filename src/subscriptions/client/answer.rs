@@ -16,7 +16,7 @@ struct ErrorBody {
 }
 
 /// The message of an error answer: its `message`, its `error` code, or its first bytes.
-pub(super) fn error_message(body: &[u8]) -> String {
+pub(in crate::subscriptions) fn error_message(body: &[u8]) -> String {
     match serde_json::from_slice::<ErrorBody>(body) {
         Ok(ErrorBody {
             message: Some(message),
@@ -31,7 +31,7 @@ pub(super) fn error_message(body: &[u8]) -> String {
 
 /// Why an answer's body was not read.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ReadError {
+pub(in crate::subscriptions) enum ReadError {
     #[error("{0}")]
     Lost(#[source] reqwest::Error),
     #[error("the answer is larger than {MAX_ANSWER_BYTES} bytes")]
@@ -49,7 +49,9 @@ impl From<ReadError> for ServiceError {
 
 /// The answer's body, refused past [`MAX_ANSWER_BYTES`] (before reading it, when the
 /// service declares its length).
-pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, ReadError> {
+pub(in crate::subscriptions) async fn read_capped(
+    mut response: reqwest::Response,
+) -> Result<Vec<u8>, ReadError> {
     if response
         .content_length()
         .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
@@ -67,7 +69,7 @@ pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u
 }
 
 /// A successful answer read as `T`; an error answer as [`ServiceError::Status`].
-pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
+pub(in crate::subscriptions) async fn read_json<T: serde::de::DeserializeOwned>(
     response: reqwest::Response,
 ) -> Result<T, ServiceError> {
     let status = response.status();

@@ -84,7 +84,7 @@ pub async fn spawn_settings(settings: Settings, dir: tempfile::TempDir) -> TestA
     tokio::spawn(http);
     let service_url = match started.embedded_port {
         Some(port) => format!("http://127.0.0.1:{port}"),
-        None => settings.subscriptions_url.clone().unwrap(),
+        None => settings.subscriptions_url.clone().unwrap_or_default(),
     };
     let url = format!("http://127.0.0.1:{}", started.port);
     TestApp {

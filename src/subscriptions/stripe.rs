@@ -1,0 +1,353 @@
+//! The Stripe Billing provider of CONTRACT.md section 8: accounts are customer ids, the
+//! revision is a fingerprint of the fields that decide the terms, and since Stripe has no
+//! conditional write, the command re-reads the record right before writing, writes under
+//! the request key as `Idempotency-Key`, and checks the record Stripe answers with.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use reqwest::{header, StatusCode};
+
+use super::client::answer::{error_message, read_capped};
+use super::client::NOT_UNRESERVED;
+use super::model::{Change, Subscription};
+use super::provider::{Call, CommandOutcome, ConfirmedCommand, KeyState, Provider, ServiceError};
+
+pub mod record;
+use record::{Facts, Offered, StripeSubscription, Write};
+
+/// Stripe's API, where `api_base` is not given.
+pub const STRIPE_API_BASE: &str = "https://api.stripe.com";
+
+/// How many earlier readings of each subscription are kept to say what moved since.
+const READINGS_KEPT: usize = 8;
+/// How many subscriptions those readings are kept for.
+const SUBSCRIPTIONS_KEPT: usize = 10_000;
+
+/// Where Stripe is and what may be offered through it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StripeSettings {
+    pub api_key: String,
+    pub api_base: String,
+    pub offered: Offered,
+    pub timeout: Duration,
+}
+
+/// Stripe Billing as a [`Provider`].
+#[derive(Debug)]
+pub struct StripeProvider {
+    http: reqwest::Client,
+    base: String,
+    key: String,
+    offered: Offered,
+    /// Product names by id (a product's name is in the terms).
+    products: Mutex<HashMap<String, String>>,
+    /// The facts last read of each subscription, newest last: the `why` of a moved
+    /// fingerprint is worked out from the reading the customer was shown.
+    readings: Mutex<HashMap<String, Vec<Facts>>>,
+}
+
+impl StripeProvider {
+    pub fn new(settings: &StripeSettings) -> Result<Self, reqwest::Error> {
+        crate::telemetry::install_crypto();
+        let http = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout.min(Duration::from_secs(5)))
+            .build()?;
+        Ok(Self {
+            http,
+            base: settings.api_base.trim_end_matches('/').to_owned(),
+            key: settings.api_key.clone(),
+            offered: settings.offered,
+            products: Mutex::default(),
+            readings: Mutex::default(),
+        })
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.key))
+            .header(header::ACCEPT, "application/json")
+    }
+
+    /// `GET` a JSON answer; `None` on 404.
+    async fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<Option<T>, ServiceError> {
+        let response = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
+        let status = response.status();
+        let body = read_capped(response)
+            .await
+            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        match status {
+            StatusCode::OK => serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| ServiceError::Invalid(e.to_string())),
+            StatusCode::NOT_FOUND => Ok(None),
+            s => Err(ServiceError::Status {
+                status: s.as_u16(),
+                message: error_message(&body),
+            }),
+        }
+    }
+
+    async fn fetch(&self, id: &str) -> Result<Option<StripeSubscription>, ServiceError> {
+        self.read(&format!("/v1/subscriptions/{}", segment(id)))
+            .await
+    }
+
+    async fn product_name(&self, id: &str) -> Result<String, ServiceError> {
+        if let Some(name) = self.products.lock().expect("not poisoned").get(id) {
+            return Ok(name.clone());
+        }
+        #[derive(serde::Deserialize)]
+        struct Product {
+            name: String,
+        }
+        let product: Product = self
+            .read(&format!("/v1/products/{}", segment(id)))
+            .await?
+            .ok_or_else(|| ServiceError::Invalid(format!("no product {id}")))?;
+        let mut products = self.products.lock().expect("not poisoned");
+        if products.len() >= SUBSCRIPTIONS_KEPT {
+            products.clear();
+        }
+        products.insert(id.to_owned(), product.name.clone());
+        Ok(product.name)
+    }
+
+    /// The record as the guard reads it, with a note for each earlier reading whose
+    /// terms differ, so a moved fingerprint has its `why`.
+    async fn subscription(&self, facts: Facts) -> Result<Subscription, ServiceError> {
+        let product = self.product_name(&facts.lines[0].product).await?;
+        let mut record = facts.subscription(&product, self.offered);
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let mut readings = self.readings.lock().expect("not poisoned");
+        if readings.len() >= SUBSCRIPTIONS_KEPT && !readings.contains_key(&facts.id) {
+            readings.clear();
+        }
+        let kept = readings.entry(facts.id.clone()).or_default();
+        record.notes = kept
+            .iter()
+            .filter(|earlier| earlier.fingerprint() != record.revision)
+            .filter_map(|earlier| facts.note_from(earlier, now))
+            .collect();
+        kept.retain(|earlier| earlier.fingerprint() != record.revision);
+        kept.push(facts);
+        if kept.len() > READINGS_KEPT {
+            kept.remove(0);
+        }
+        Ok(record)
+    }
+
+    async fn read_subscription(
+        &self,
+        raw: StripeSubscription,
+    ) -> Result<Subscription, ServiceError> {
+        let facts = raw
+            .facts()
+            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        self.subscription(facts).await
+    }
+
+    pub async fn list(&self, account: &str) -> Result<Vec<Subscription>, ServiceError> {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            data: Vec<StripeSubscription>,
+        }
+        let path = format!("/v1/subscriptions?customer={}&limit=100", segment(account));
+        let page: Page = match self.read(&path).await {
+            Ok(Some(page)) => page,
+            // An unknown customer has no subscriptions.
+            Ok(None) | Err(ServiceError::Status { status: 400, .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut records = Vec::new();
+        for raw in page.data {
+            let record = self.read_subscription(raw).await?;
+            // Only the customer's own: whatever Stripe's filter did.
+            if record.account == account {
+                records.push(record);
+            }
+        }
+        Ok(records)
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<Subscription>, ServiceError> {
+        match self.fetch(id).await? {
+            Some(raw) => self.read_subscription(raw).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Section 8's command: read again, compare the fingerprint, write under the request
+    /// key, check the answer.
+    pub async fn send_change(&self, change: &(impl ConfirmedCommand + ?Sized)) -> CommandOutcome {
+        let id = change.subscription();
+        let raw = match self.fetch(id).await {
+            Ok(Some(raw)) => raw,
+            Ok(None) => {
+                return CommandOutcome::Rejected {
+                    status: 404,
+                    message: "no such subscription".into(),
+                }
+            }
+            Err(e) => {
+                return CommandOutcome::NotSent(format!("the record could not be read again: {e}"))
+            }
+        };
+        let facts = match raw.facts() {
+            Ok(facts) => facts,
+            Err(e) => return CommandOutcome::NotSent(e.to_string()),
+        };
+        if facts.fingerprint() != change.revision() {
+            // Moved since the customer's yes: nothing is sent.
+            return match self.subscription(facts).await {
+                Ok(record) => CommandOutcome::Stale(Box::new(record)),
+                Err(_) => CommandOutcome::Rejected {
+                    status: 412,
+                    message: "the record changed".into(),
+                },
+            };
+        }
+        let Some(write) = facts.write_for(change.change_type(), self.offered) else {
+            return CommandOutcome::Rejected {
+                status: 422,
+                message: format!(
+                    "{} is not offered on this subscription",
+                    change.change_type()
+                ),
+            };
+        };
+        let path = format!("/v1/subscriptions/{}", segment(id));
+        let request = match write {
+            Write::CancelAtPeriodEnd(on) => self
+                .request(reqwest::Method::POST, &path)
+                .form(&[("cancel_at_period_end", if on { "true" } else { "false" })]),
+            Write::CancelNow => self
+                .request(reqwest::Method::DELETE, &path)
+                .form(&[("prorate", "false")]),
+        };
+        let sent = request
+            .header("Idempotency-Key", change.request_key())
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) if e.is_connect() => {
+                return CommandOutcome::NotSent(e.without_url().to_string())
+            }
+            Err(e) => return CommandOutcome::Unknown(e.without_url().to_string()),
+        };
+        let status = response.status();
+        let replayed = response
+            .headers()
+            .get("Idempotent-Replayed")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let body = match read_capped(response).await {
+            Ok(body) => body,
+            Err(e) => return CommandOutcome::Unknown(format!("the answer was lost: {e}")),
+        };
+        match status.as_u16() {
+            200 => self.answered(change, &facts, write, &body, replayed),
+            // Another request with this key is being processed.
+            409 => CommandOutcome::InFlight,
+            // Refused before anything was done: too many requests.
+            429 => CommandOutcome::NotSent("Stripe answered 429".into()),
+            s if s >= 500 => CommandOutcome::Unknown(format!("Stripe answered {s}")),
+            s => CommandOutcome::Rejected {
+                status: s,
+                message: error_message(&body),
+            },
+        }
+    }
+
+    /// What Stripe's answer to the write says: the change stands if the record shows it;
+    /// anything else moved beside it is another writer's, escalated for a person.
+    fn answered(
+        &self,
+        change: &(impl ConfirmedCommand + ?Sized),
+        before: &Facts,
+        write: Write,
+        body: &[u8],
+        replayed: bool,
+    ) -> CommandOutcome {
+        let after = match serde_json::from_slice::<StripeSubscription>(body)
+            .map_err(|e| e.to_string())
+            .and_then(|raw| raw.facts().map_err(|e| e.to_string()))
+        {
+            Ok(after) => after,
+            Err(e) => {
+                return CommandOutcome::Unknown(format!("Stripe's answer could not be read: {e}"))
+            }
+        };
+        let shows_it = match write {
+            Write::CancelAtPeriodEnd(on) => after.cancel_at_period_end == on,
+            Write::CancelNow => after.status == "canceled",
+        };
+        if !shows_it || after.id != before.id || after.customer != before.customer {
+            return CommandOutcome::Unknown("Stripe's answer does not show the change".into());
+        }
+        let expected = before.after(write);
+        let contradiction = (after.fingerprint() != expected.fingerprint()).then(|| {
+            format!(
+                "Stripe's record after the write is not the confirmed revision plus this change: another writer got in between the read and the write ({})",
+                after
+                    .why_from(&expected)
+                    .unwrap_or_else(|| "a field that decides the terms moved".into())
+            )
+        });
+        CommandOutcome::Applied {
+            change: Change {
+                request_key: change.request_key().to_owned(),
+                subscription: after.id.clone(),
+                change_type: change.change_type().to_owned(),
+                status: match write {
+                    Write::CancelAtPeriodEnd(true) => "scheduled",
+                    _ => "applied",
+                }
+                .into(),
+                effective_at: record::rfc3339(after.period_end),
+                revision: after.fingerprint(),
+            },
+            replayed,
+            contradiction,
+        }
+    }
+}
+
+/// A path or query segment, percent-encoded: ids come from slots.
+fn segment(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, NOT_UNRESERVED).to_string()
+}
+
+impl Provider for StripeProvider {
+    fn list<'a>(&'a self, account: &'a str) -> Call<'a, Result<Vec<Subscription>, ServiceError>> {
+        Box::pin(Self::list(self, account))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> Call<'a, Result<Option<Subscription>, ServiceError>> {
+        Box::pin(Self::get(self, id))
+    }
+
+    /// Stripe keeps no change history by key: nothing is concluded from it, and an
+    /// unknown outcome stays pending for a person (section 8).
+    fn change_by_key<'a>(
+        &'a self,
+        _request_key: &'a str,
+    ) -> Call<'a, Result<KeyState, ServiceError>> {
+        Box::pin(async { Ok(KeyState::NotFound) })
+    }
+
+    fn send_change<'a>(&'a self, change: &'a dyn ConfirmedCommand) -> Call<'a, CommandOutcome> {
+        Box::pin(Self::send_change(self, change))
+    }
+}
