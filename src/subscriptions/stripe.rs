@@ -351,3 +351,6 @@ impl Provider for StripeProvider {
         Box::pin(Self::send_change(self, change))
     }
 }
+
+#[cfg(test)]
+mod tests;
