@@ -1,15 +1,42 @@
 //! Unknown outcomes resolved by the service's facts alone (CONTRACT.md section 4): a
 //! command left sent or unknown is asked about by its request key (`GET
-//! /v1/changes/{key}`), made, in flight, or never received and fenced; never "failed"
-//! by guess.
+//! /v1/changes/{key}`), made, in flight, or never received and fenced; or, for a provider
+//! without that history (Stripe, section 8), sent again under the same key while the
+//! confirmation is within its window. Never "failed" by guess.
 
 use std::time::Duration;
 
 use super::guard::Guard;
 use super::lifecycle::{not_sent, pending, recorded, Ending, Lifecycle};
 use super::outcome::{Outcome, Reason, Status};
+use super::send::{escalate_raced, Raced};
 use crate::store::{now_ms, OpState, Operation, StoreError};
-use crate::subscriptions::KeyState;
+use crate::subscriptions::provider::{sealed, ConfirmedCommand};
+use crate::subscriptions::{CommandOutcome, KeyState};
+
+/// An operation the guard claimed for a confirmed change, whose command's outcome is
+/// unknown: sent again as it was (its key, its subscription, its change, its revision).
+struct Unresolved<'a>(&'a Operation);
+
+impl sealed::Sealed for Unresolved<'_> {}
+
+impl ConfirmedCommand for Unresolved<'_> {
+    fn subscription(&self) -> &str {
+        &self.0.subscription
+    }
+
+    fn change_type(&self) -> &str {
+        &self.0.change_type
+    }
+
+    fn revision(&self) -> i64 {
+        self.0.revision
+    }
+
+    fn request_key(&self) -> &str {
+        &self.0.request_key
+    }
+}
 
 impl Guard {
     /// Resolves an unknown operation by asking the service about its request key.
@@ -44,9 +71,44 @@ impl Guard {
                 life.end(&op.request_key, &op.terms, Ending::Failed(not_sent()))
                     .await
             }
-            Ok(KeyState::InFlight | KeyState::NotFound) => Ok(pending()),
+            Ok(KeyState::NotFound) => self.resend(op).await,
+            Ok(KeyState::InFlight) => Ok(pending()),
             Err(e) => {
                 tracing::warn!(error = %e, request_key = %op.request_key, "could not reconcile");
+                Ok(pending())
+            }
+        }
+    }
+
+    /// Section 8: the command sent again under its key while the confirmation is within
+    /// its window (counted from the claim, which the yes came within its window of), for
+    /// a provider that resends. Only a made change resolves it; anything else leaves it
+    /// for the next round, and after the window for a person.
+    async fn resend(&self, op: &Operation) -> Result<Outcome, StoreError> {
+        if now_ms() - op.created_at > self.config.window.as_millis() as i64 {
+            return Ok(pending());
+        }
+        let Some(outcome) = self.provider.resend(&Unresolved(op)).await else {
+            return Ok(pending());
+        };
+        let life = Lifecycle::of(&self.store);
+        match outcome {
+            CommandOutcome::Applied { contradiction, .. } => {
+                if let Some(why) = contradiction {
+                    let raced = Raced {
+                        account: &op.account,
+                        subscription: &op.subscription,
+                        change_type: &op.change_type,
+                        terms: op.terms.to_string(),
+                        request_key: &op.request_key,
+                    };
+                    escalate_raced(&self.store, raced, &why).await?;
+                }
+                tracing::info!(request_key = %op.request_key, "the command sent again under its key: applied");
+                life.end(&op.request_key, &op.terms, Ending::Applied).await
+            }
+            other => {
+                tracing::warn!(request_key = %op.request_key, outcome = ?other, "the command sent again under its key did not resolve it");
                 Ok(pending())
             }
         }

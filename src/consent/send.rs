@@ -78,7 +78,18 @@ impl ConfirmedChange {
                 contradiction: Some(why),
                 ..
             } => {
-                escalate_raced(store, c, &why).await?;
+                escalate_raced(
+                    store,
+                    Raced {
+                        account: &c.account,
+                        subscription: &c.tag.subscription,
+                        change_type: &c.tag.change_type,
+                        terms: c.terms.to_string(),
+                        request_key: &c.request_key,
+                    },
+                    &why,
+                )
+                .await?;
                 Ending::Applied
             }
             CommandOutcome::Stale(record) => Ending::Failed(
@@ -116,12 +127,26 @@ impl ConfirmedChange {
     }
 }
 
+/// The change a raced write made, as the audit names it.
+pub(super) struct Raced<'a> {
+    pub account: &'a str,
+    pub subscription: &'a str,
+    pub change_type: &'a str,
+    /// The terms the customer confirmed.
+    pub terms: String,
+    pub request_key: &'a str,
+}
+
 /// A write that raced another writer (section 8): the change stands, and a person is told
 /// through the audit trail (a `mismatch`, as a contradictory service event is) and the log.
-async fn escalate_raced(store: &Store, c: &Confirmation, why: &str) -> Result<(), StoreError> {
+pub(super) async fn escalate_raced(
+    store: &Store,
+    raced: Raced<'_>,
+    why: &str,
+) -> Result<(), StoreError> {
     tracing::warn!(
-        request_key = %c.request_key,
-        subscription = %c.tag.subscription,
+        request_key = %raced.request_key,
+        subscription = %raced.subscription,
         %why,
         "the change was made, but the record shows another writer's change too; a person must look at it"
     );
@@ -130,12 +155,12 @@ async fn escalate_raced(store: &Store, c: &Confirmation, why: &str) -> Result<()
             at: now_ms(),
             action: "provider_write".into(),
             sender_id: "-".into(),
-            account: Some(c.account.clone()),
-            target: Some(format!("{} {}", c.tag.subscription, c.tag.change_type)),
-            question_terms: Some(c.terms.to_string()),
+            account: Some(raced.account.to_owned()),
+            target: Some(format!("{} {}", raced.subscription, raced.change_type)),
+            question_terms: Some(raced.terms),
             status: "mismatch".into(),
             reason: Some(why.to_owned()),
-            request_key: Some(c.request_key.clone()),
+            request_key: Some(raced.request_key.to_owned()),
             ..AuditEntry::default()
         })
         .await

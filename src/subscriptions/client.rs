@@ -263,31 +263,19 @@ impl ServiceClient {
                 .json(&serde_json::json!({"change_type": change_type}))
                 .send()
                 .await;
-            let response = match sent {
-                Ok(response) => {
-                    answered(&response);
-                    response
-                }
-                Err(e) if e.is_connect() => {
-                    return CommandOutcome::NotSent(e.without_url().to_string())
-                }
-                Err(e) => return CommandOutcome::Unknown(e.without_url().to_string()),
+            let CommandAnswer {
+                status,
+                replayed,
+                body,
+            } = match command_answer(sent, answered).await {
+                Ok(answer) => answer,
+                Err(outcome) => return outcome,
             };
-            let status = response.status();
-            let replayed = response
-                .headers()
-                .get("Idempotent-Replayed")
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-            let body = match read_capped(response).await {
-                Ok(body) => body,
-                Err(e) => return CommandOutcome::Unknown(format!("the answer was lost: {e}")),
-            };
-            match status.as_u16() {
+            match status {
                 200 | 201 => match serde_json::from_slice::<Change>(&body) {
                     Ok(change) => CommandOutcome::Applied {
                         change,
-                        replayed: replayed || status == StatusCode::OK,
+                        replayed: replayed || status == 200,
                         contradiction: None,
                     },
                     Err(e) => CommandOutcome::Unknown(format!(
@@ -322,13 +310,14 @@ pub const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_A
     .remove(b'_')
     .remove(b'~');
 
-/// A path segment, percent-encoded: ids come from slots, which the customer can shape.
-fn segment(value: &str) -> String {
+/// A path or query segment, percent-encoded: ids come from slots, which the customer can
+/// shape.
+pub(in crate::subscriptions) fn segment(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, NOT_UNRESERVED).to_string()
 }
 
 pub(super) mod answer;
-use answer::{error_message, read_capped, read_json};
+use answer::{command_answer, error_message, read_capped, read_json, CommandAnswer};
 mod per_thread;
 use per_thread::PerThread;
 

@@ -32,10 +32,18 @@ pub trait Provider: Send + Sync + 'static {
     /// Sends a change the guard confirmed, under its request key and with the revision the
     /// customer confirmed as its precondition.
     fn send_change<'a>(&'a self, change: &'a dyn ConfirmedCommand) -> Call<'a, CommandOutcome>;
+
+    /// Sends a command whose outcome is unknown again, under the same request key, for a
+    /// provider without a change history to ask (section 8: Stripe replays the first
+    /// answer under an `Idempotency-Key`). `None`: this provider does not resend, and
+    /// [`Provider::change_by_key`] is all there is.
+    fn resend<'a>(&'a self, _change: &'a dyn ConfirmedCommand) -> Call<'a, Option<CommandOutcome>> {
+        Box::pin(async { None })
+    }
 }
 
 /// What a command is sent for: a change the customer confirmed. Only consent's guard makes
-/// one (`ConfirmedChange`), and the trait is sealed, so no type outside this crate can be
+/// one (`ConfirmedChange`, and the operation it claimed for one, resent), and the trait is sealed, so no type outside this crate can be
 /// one and [`Provider::send_change`] cannot be reached around the guard. A provider
 /// knows what a command needs, not where it comes from.
 ///

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use reqwest::{header, StatusCode};
 
-use super::client::answer::{error_message, read_capped};
-use super::client::NOT_UNRESERVED;
+use super::client::answer::{command_answer, error_message, read_capped, CommandAnswer};
+use super::client::segment;
 use super::model::{Change, Subscription};
 use super::provider::{Call, CommandOutcome, ConfirmedCommand, KeyState, Provider, ServiceError};
 
@@ -187,35 +187,43 @@ impl StripeProvider {
         }
     }
 
+    /// The record read again right before a write, as facts; or what to answer instead.
+    async fn reread(&self, id: &str) -> Result<Facts, CommandOutcome> {
+        match self.fetch(id).await {
+            Ok(Some(raw)) => raw
+                .facts()
+                .map_err(|e| CommandOutcome::NotSent(e.to_string())),
+            Ok(None) => Err(CommandOutcome::Rejected {
+                status: 404,
+                message: "no such subscription".into(),
+            }),
+            Err(e) => Err(CommandOutcome::NotSent(format!(
+                "the record could not be read again: {e}"
+            ))),
+        }
+    }
+
+    /// A record moved since the customer's yes: nothing is sent, and the record as it is
+    /// now is the answer.
+    async fn moved(&self, facts: Facts) -> CommandOutcome {
+        match self.subscription(facts).await {
+            Ok(record) => CommandOutcome::Stale(Box::new(record)),
+            Err(_) => CommandOutcome::Rejected {
+                status: 412,
+                message: "the record changed".into(),
+            },
+        }
+    }
+
     /// Section 8's command: read again, compare the fingerprint, write under the request
     /// key, check the answer.
     pub async fn send_change(&self, change: &(impl ConfirmedCommand + ?Sized)) -> CommandOutcome {
-        let id = change.subscription();
-        let raw = match self.fetch(id).await {
-            Ok(Some(raw)) => raw,
-            Ok(None) => {
-                return CommandOutcome::Rejected {
-                    status: 404,
-                    message: "no such subscription".into(),
-                }
-            }
-            Err(e) => {
-                return CommandOutcome::NotSent(format!("the record could not be read again: {e}"))
-            }
-        };
-        let facts = match raw.facts() {
+        let facts = match self.reread(change.subscription()).await {
             Ok(facts) => facts,
-            Err(e) => return CommandOutcome::NotSent(e.to_string()),
+            Err(outcome) => return outcome,
         };
         if facts.fingerprint() != change.revision() {
-            // Moved since the customer's yes: nothing is sent.
-            return match self.subscription(facts).await {
-                Ok(record) => CommandOutcome::Stale(Box::new(record)),
-                Err(_) => CommandOutcome::Rejected {
-                    status: 412,
-                    message: "the record changed".into(),
-                },
-            };
+            return self.moved(facts).await;
         }
         let Some(write) = facts.write_for(change.change_type(), self.offered) else {
             return CommandOutcome::Rejected {
@@ -226,7 +234,44 @@ impl StripeProvider {
                 ),
             };
         };
-        let path = format!("/v1/subscriptions/{}", segment(id));
+        self.write(change, &facts, write).await
+    }
+
+    /// Section 8's unknown outcome: the same write again under the same key, where the
+    /// record is still the confirmed revision (the first write may not have been made) or
+    /// is exactly it with this change made (Stripe replays the first answer; were the
+    /// change another's, writing it again changes nothing). A record moved otherwise is
+    /// not written: the first write's outcome is left to a person.
+    pub async fn resend(&self, change: &(impl ConfirmedCommand + ?Sized)) -> CommandOutcome {
+        let facts = match self.reread(change.subscription()).await {
+            Ok(facts) => facts,
+            Err(outcome) => return outcome,
+        };
+        let Some(write) = Write::of(change.change_type()) else {
+            return CommandOutcome::Rejected {
+                status: 422,
+                message: format!("{} is not a Stripe change", change.change_type()),
+            };
+        };
+        if facts.fingerprint() == change.revision() {
+            return self.write(change, &facts, write).await;
+        }
+        let undone = facts.undone(write);
+        match undone.iter().find(|b| b.fingerprint() == change.revision()) {
+            Some(before) => self.write(change, before, write).await,
+            None => self.moved(facts).await,
+        }
+    }
+
+    /// The write, under the request key as `Idempotency-Key`, and its answer checked
+    /// against the record it was made on.
+    async fn write(
+        &self,
+        change: &(impl ConfirmedCommand + ?Sized),
+        before: &Facts,
+        write: Write,
+    ) -> CommandOutcome {
+        let path = format!("/v1/subscriptions/{}", segment(change.subscription()));
         let request = match write {
             Write::CancelAtPeriodEnd(on) => self
                 .request(reqwest::Method::POST, &path)
@@ -239,25 +284,16 @@ impl StripeProvider {
             .header("Idempotency-Key", change.request_key())
             .send()
             .await;
-        let response = match sent {
-            Ok(response) => response,
-            Err(e) if e.is_connect() => {
-                return CommandOutcome::NotSent(e.without_url().to_string())
-            }
-            Err(e) => return CommandOutcome::Unknown(e.without_url().to_string()),
+        let CommandAnswer {
+            status,
+            replayed,
+            body,
+        } = match command_answer(sent, |_| {}).await {
+            Ok(answer) => answer,
+            Err(outcome) => return outcome,
         };
-        let status = response.status();
-        let replayed = response
-            .headers()
-            .get("Idempotent-Replayed")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let body = match read_capped(response).await {
-            Ok(body) => body,
-            Err(e) => return CommandOutcome::Unknown(format!("the answer was lost: {e}")),
-        };
-        match status.as_u16() {
-            200 => self.answered(change, &facts, write, &body, replayed),
+        match status {
+            200 => self.answered(change, before, write, &body, replayed),
             // Another request with this key is being processed.
             409 => CommandOutcome::InFlight,
             // Refused before anything was done: too many requests.
@@ -289,15 +325,11 @@ impl StripeProvider {
                 return CommandOutcome::Unknown(format!("Stripe's answer could not be read: {e}"))
             }
         };
-        let shows_it = match write {
-            Write::CancelAtPeriodEnd(on) => after.cancel_at_period_end == on,
-            Write::CancelNow => after.status == "canceled",
-        };
-        if !shows_it || after.id != before.id || after.customer != before.customer {
+        if !write.shown_in(&after) || after.id != before.id || after.customer != before.customer {
             return CommandOutcome::Unknown("Stripe's answer does not show the change".into());
         }
-        let expected = before.after(write);
-        let contradiction = (after.fingerprint() != expected.fingerprint()).then(|| {
+        let contradiction = (!after.made_from(before, write)).then(|| {
+            let expected = before.after(write, after.cancel_at);
             format!(
                 "Stripe's record after the write is not the confirmed revision plus this change: another writer got in between the read and the write ({})",
                 after
@@ -324,11 +356,6 @@ impl StripeProvider {
     }
 }
 
-/// A path or query segment, percent-encoded: ids come from slots.
-fn segment(value: &str) -> String {
-    percent_encoding::utf8_percent_encode(value, NOT_UNRESERVED).to_string()
-}
-
 impl Provider for StripeProvider {
     fn list<'a>(&'a self, account: &'a str) -> Call<'a, Result<Vec<Subscription>, ServiceError>> {
         Box::pin(Self::list(self, account))
@@ -349,6 +376,10 @@ impl Provider for StripeProvider {
 
     fn send_change<'a>(&'a self, change: &'a dyn ConfirmedCommand) -> Call<'a, CommandOutcome> {
         Box::pin(Self::send_change(self, change))
+    }
+
+    fn resend<'a>(&'a self, change: &'a dyn ConfirmedCommand) -> Call<'a, Option<CommandOutcome>> {
+        Box::pin(async move { Some(Self::resend(self, change).await) })
     }
 }
 

@@ -1,10 +1,10 @@
 //! The service's answers read: capped at [`MAX_ANSWER_BYTES`], JSON or the service's
-//! error body.
+//! error body, and a command's answer taken apart the same way for every provider.
 
 use serde::Deserialize;
 
 use super::MAX_ANSWER_BYTES;
-use crate::subscriptions::provider::ServiceError;
+use crate::subscriptions::provider::{CommandOutcome, ServiceError};
 
 /// The service's error body.
 #[derive(Deserialize)]
@@ -81,4 +81,42 @@ pub(in crate::subscriptions) async fn read_json<T: serde::de::DeserializeOwned>(
         });
     }
     serde_json::from_slice(&body).map_err(|e| ServiceError::Invalid(e.to_string()))
+}
+
+/// A command's answer, as far as every provider reads it alike: its status, whether it
+/// was replayed under its `Idempotency-Key`, and its body. A command that never left (the
+/// connection refused) was not sent; one whose answer was lost may have been made.
+pub(in crate::subscriptions) struct CommandAnswer {
+    pub status: u16,
+    pub replayed: bool,
+    pub body: Vec<u8>,
+}
+
+/// Awaits a command's answer, sorting what went wrong into not sent and unknown.
+pub(in crate::subscriptions) async fn command_answer(
+    sent: Result<reqwest::Response, reqwest::Error>,
+    on_answer: impl FnOnce(&reqwest::Response),
+) -> Result<CommandAnswer, CommandOutcome> {
+    let response = match sent {
+        Ok(response) => response,
+        Err(e) if e.is_connect() => {
+            return Err(CommandOutcome::NotSent(e.without_url().to_string()))
+        }
+        Err(e) => return Err(CommandOutcome::Unknown(e.without_url().to_string())),
+    };
+    on_answer(&response);
+    let status = response.status().as_u16();
+    let replayed = response
+        .headers()
+        .get("Idempotent-Replayed")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    match read_capped(response).await {
+        Ok(body) => Ok(CommandAnswer {
+            status,
+            replayed,
+            body,
+        }),
+        Err(e) => Err(CommandOutcome::Unknown(format!("the answer was lost: {e}"))),
+    }
 }

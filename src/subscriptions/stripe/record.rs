@@ -290,16 +290,6 @@ impl Facts {
         }
     }
 
-    /// The facts as they must read once `write` is made, and nothing else has moved.
-    pub fn after(&self, write: Write) -> Facts {
-        let mut next = self.clone();
-        match write {
-            Write::CancelAtPeriodEnd(on) => next.cancel_at_period_end = on,
-            Write::CancelNow => next.status = "canceled".into(),
-        }
-        next
-    }
-
     /// The price of one period: `12.00 USD a month` (`× 2` for two units).
     pub fn price_text(&self) -> String {
         self.lines
@@ -499,6 +489,8 @@ pub fn rfc3339(unix: i64) -> String {
 fn when(unix: i64) -> String {
     effective_text(&rfc3339(unix)).unwrap_or_default()
 }
+
+mod writes;
 
 #[cfg(test)]
 mod tests;

@@ -143,6 +143,16 @@ fn provider(url: &str) -> StripeProvider {
     .unwrap()
 }
 
+/// The command, as the guard sends it for a yes to `revision`.
+async fn send(url: &str, revision: i64) -> CommandOutcome {
+    provider(url).send_change(&Command { revision }).await
+}
+
+/// The command sent again, as the reconciler sends one whose outcome is unknown.
+async fn resend(url: &str, revision: i64) -> CommandOutcome {
+    provider(url).resend(&Command { revision }).await
+}
+
 fn writes(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
     seen.lock()
         .unwrap()
@@ -156,11 +166,7 @@ fn writes(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
 async fn the_write_carries_the_request_key_and_its_answer_is_checked() {
     let before = record(false, 1000);
     let (url, seen) = stand_in(before.clone(), 200, record(true, 1000)).await;
-    let outcome = provider(&url)
-        .send_change(&Command {
-            revision: fingerprint(&before),
-        })
-        .await;
+    let outcome = send(&url, fingerprint(&before)).await;
     let CommandOutcome::Applied {
         change,
         contradiction: None,
@@ -202,11 +208,7 @@ async fn a_write_that_raced_another_writer_stands_and_is_escalated() {
     let before = record(false, 1000);
     // Stripe's answer shows the change, and a new price nobody confirmed.
     let (url, _) = stand_in(before.clone(), 200, record(true, 2000)).await;
-    let outcome = provider(&url)
-        .send_change(&Command {
-            revision: fingerprint(&before),
-        })
-        .await;
+    let outcome = send(&url, fingerprint(&before)).await;
     let CommandOutcome::Applied {
         contradiction: Some(why),
         ..
@@ -223,11 +225,7 @@ async fn a_write_that_raced_another_writer_stands_and_is_escalated() {
 #[tokio::test]
 async fn a_record_moved_since_the_yes_sends_nothing() {
     let (url, seen) = stand_in(record(false, 2000), 200, record(true, 2000)).await;
-    let outcome = provider(&url)
-        .send_change(&Command {
-            revision: fingerprint(&record(false, 1000)),
-        })
-        .await;
+    let outcome = send(&url, fingerprint(&record(false, 1000))).await;
     assert!(matches!(outcome, CommandOutcome::Stale(_)), "{outcome:?}");
     assert!(writes(&seen).is_empty(), "nothing sent");
 }
@@ -240,11 +238,7 @@ async fn an_answer_that_does_not_show_the_change_or_a_5xx_is_unknown_never_faile
         (500, json!({"error": {"message": "x"}})),
     ] {
         let (url, seen) = stand_in(before.clone(), status, answer).await;
-        let outcome = provider(&url)
-            .send_change(&Command {
-                revision: fingerprint(&before),
-            })
-            .await;
+        let outcome = send(&url, fingerprint(&before)).await;
         assert!(
             matches!(outcome, CommandOutcome::Unknown(_)),
             "{status}: {outcome:?}"
@@ -252,10 +246,53 @@ async fn an_answer_that_does_not_show_the_change_or_a_5xx_is_unknown_never_faile
         assert_eq!(writes(&seen).len(), 1);
     }
     // Nothing listening: nothing can have been sent.
-    let outcome = provider("http://127.0.0.1:9")
-        .send_change(&Command {
-            revision: fingerprint(&before),
-        })
-        .await;
+    let outcome = send("http://127.0.0.1:9", fingerprint(&before)).await;
     assert!(matches!(outcome, CommandOutcome::NotSent(_)), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_is_sent_again_under_the_same_key_only_onto_the_confirmed_record() {
+    let before = record(false, 1000);
+    // Still the confirmed revision: the first write may never have been made.
+    let (url, seen) = stand_in(before.clone(), 200, record(true, 1000)).await;
+    let outcome = resend(&url, fingerprint(&before)).await;
+    assert!(
+        matches!(
+            outcome,
+            CommandOutcome::Applied {
+                contradiction: None,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    let sent = writes(&seen);
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].head.contains("\r\nidempotency-key: ag-key-1"));
+    // The change already shows, as Stripe writes it (cancel_at at the period's end): the
+    // same key again, which Stripe answers with the first write's record.
+    let mut made = record(true, 1000);
+    made["cancel_at"] = json!(1798761600);
+    let (url, seen) = stand_in(made.clone(), 200, made.clone()).await;
+    let outcome = resend(&url, fingerprint(&before)).await;
+    assert!(
+        matches!(
+            outcome,
+            CommandOutcome::Applied {
+                contradiction: None,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(writes(&seen).len(), 1);
+    assert!(writes(&seen)[0]
+        .head
+        .contains("\r\nidempotency-key: ag-key-1"));
+    // Moved otherwise (another price): whether the first write was made cannot be told
+    // from the record, and nothing is written onto it.
+    let (url, seen) = stand_in(record(true, 2000), 200, record(true, 2000)).await;
+    let outcome = resend(&url, fingerprint(&before)).await;
+    assert!(matches!(outcome, CommandOutcome::Stale(_)), "{outcome:?}");
+    assert!(writes(&seen).is_empty(), "nothing sent");
 }

@@ -22,7 +22,7 @@ fn record(extra: Value) -> StripeSubscription {
     serde_json::from_value(base).unwrap()
 }
 
-fn facts(extra: Value) -> Facts {
+pub(super) fn facts(extra: Value) -> Facts {
     record(extra).facts().unwrap()
 }
 
@@ -145,7 +145,7 @@ fn writes_follow_the_record_and_what_is_offered() {
     );
     assert_eq!(f.write_for(RESUME_RENEWAL, Offered::default()), None);
     assert_eq!(f.write_for(CANCEL_NOW, Offered::default()), None);
-    let after = f.after(Write::CancelAtPeriodEnd(true));
+    let after = f.after(Write::CancelAtPeriodEnd(true), None);
     assert!(after.cancel_at_period_end);
     assert_ne!(after.fingerprint(), f.fingerprint());
     assert_eq!(money(-5, "EUR"), "-0.05 EUR");
