@@ -176,14 +176,23 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
     );
     let events = match (events_listener, &settings.events) {
         (Some(listener), Some(events)) => {
-            let inbox = Inbox::new(guard.clone(), &events.secret, events.tolerance);
+            let inbox = Inbox::with_source(
+                events.source,
+                guard.clone(),
+                &events.secret,
+                events.tolerance,
+            );
             let port = listener.local_addr()?.port();
             let counters = inbox.counters();
             let server =
                 crate::events::serve(listener, inbox, settings.server.max_connections_per_peer)?;
             let handle = server.handle();
             tokio::spawn(server);
-            tracing::info!(port, host = %events.host, "receiving service events on /v1/service-events");
+            let route = match events.source {
+                crate::config::EventSource::Service => "/v1/service-events",
+                crate::config::EventSource::Stripe => "/v1/stripe-events",
+            };
+            tracing::info!(port, host = %events.host, route, "receiving events");
             Some((EventsRunning { port, handle }, counters))
         }
         _ => None,

@@ -112,6 +112,10 @@ pub struct ServeArgs {
     /// Stripe's API base URL (default Stripe's own).
     #[arg(long, env = "ACTIONGATE_STRIPE_API_BASE")]
     pub stripe_api_base: Option<String>,
+    /// The signing secret of Stripe's webhook endpoint (`whsec_…`), whose events are
+    /// received on --events-port (`POST /v1/stripe-events`).
+    #[arg(long, env = "STRIPE_WEBHOOK_SECRET", hide_env_values = true)]
+    pub stripe_webhook_secret: Option<String>,
     /// Bearer token for the subscription service.
     #[arg(long, env = "ACTIONGATE_SUBSCRIPTIONS_TOKEN", hide_env_values = true)]
     pub subscriptions_token: Option<String>,

@@ -4,6 +4,8 @@
 //! listener of its own, the signature and its age checked, each event id taken once (across
 //! replicas), then what it says weighed against the operation it names: an unknown outcome
 //! resolved, an older event noted and nothing else, a contradiction kept for a person.
+//! With `provider: stripe`, the same listener takes Stripe's webhooks instead
+//! (`POST /v1/stripe-events`, [`stripe`]).
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,8 +14,9 @@ use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use serde_json::json;
+use serde_json::{json, Value};
 
+use crate::config::EventSource;
 use crate::consent::Guard;
 use crate::store::{now_ms, AuditEntry, OpState, Operation, ReceivedEvent, StoreError};
 use crate::subscriptions::events::{verify, Event, SignatureError, SIGNATURE_HEADER};
@@ -58,6 +61,8 @@ pub enum Received {
     New(Verdict),
     /// An id received before: nothing was done again.
     Duplicate,
+    /// Not an event about a subscription: answered, and nothing else.
+    Ignored,
 }
 
 /// Why a delivery was refused.
@@ -81,6 +86,7 @@ pub struct EventCounters {
     recorded: AtomicU64,
     stale: AtomicU64,
     mismatch: AtomicU64,
+    ignored: AtomicU64,
     bad_signature: AtomicU64,
     outside_tolerance: AtomicU64,
     malformed: AtomicU64,
@@ -102,6 +108,7 @@ impl EventCounters {
             ("recorded", &self.recorded),
             ("stale", &self.stale),
             ("mismatch", &self.mismatch),
+            ("ignored", &self.ignored),
             ("rejected_signature", &self.bad_signature),
             ("rejected_too_old", &self.outside_tolerance),
             ("rejected_malformed", &self.malformed),
@@ -122,15 +129,41 @@ pub struct Inbox {
     secret: Arc<[u8]>,
     tolerance: i64,
     counters: Arc<EventCounters>,
+    source: EventSource,
+}
+
+/// What an event names, as it is taken and, for a mismatch, audited.
+struct Named {
+    id: String,
+    kind: String,
+    subscription: String,
+    account: String,
+    revision: i64,
+    request_key: Option<String>,
+    /// The change it reports, as the audit shows it.
+    change: Value,
 }
 
 impl Inbox {
+    /// The service's events, signed with the shared secret.
     pub fn new(guard: Guard, secret: &str, tolerance: Duration) -> Self {
+        Self::with_source(EventSource::Service, guard, secret, tolerance)
+    }
+
+    /// Whose events with which secret: the service's, or Stripe's webhooks signed with
+    /// the endpoint's secret (`whsec_…`, used as it is given, as Stripe does).
+    pub fn with_source(
+        source: EventSource,
+        guard: Guard,
+        secret: &str,
+        tolerance: Duration,
+    ) -> Self {
         Self {
             guard,
             secret: secret.as_bytes().into(),
             tolerance: tolerance.as_secs() as i64,
             counters: Arc::default(),
+            source,
         }
     }
 
@@ -141,9 +174,41 @@ impl Inbox {
     /// Checks one delivery and acts on it. Nothing is read from the body before its
     /// signature verified; nothing is recorded for a refused one.
     pub async fn receive(&self, signature: Option<&str>, body: &[u8]) -> Result<Received, Refused> {
+        self.verified(signature, body)?;
+        let event: Event = serde_json::from_slice(body).map_err(|e| {
+            self.malformed(format!(
+                "not a valid event (line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        if event.record.id != event.subscription || event.record.account != event.account {
+            return Err(
+                self.malformed("the record is not the event's subscription or account".into())
+            );
+        }
+        let named = Named {
+            id: event.id.clone(),
+            kind: event.kind.clone(),
+            subscription: event.subscription.clone(),
+            account: event.account.clone(),
+            revision: event.revision,
+            request_key: event.request_key.clone(),
+            change: serde_json::to_value(&event.change).expect("a change serialises"),
+        };
+        self.settle(named, body, self.weigh(&event)).await
+    }
+
+    /// The signature: made with the secret, within the tolerance of now.
+    fn verified(&self, signature: Option<&str>, body: &[u8]) -> Result<(), Refused> {
         let c = &self.counters;
-        let now = now_ms() / 1000;
-        if let Err(e) = verify(&self.secret, signature, body, now, self.tolerance) {
+        if let Err(e) = verify(
+            &self.secret,
+            signature,
+            body,
+            now_ms() / 1000,
+            self.tolerance,
+        ) {
             let counter = match e {
                 SignatureError::OutsideTolerance => &c.outside_tolerance,
                 _ => &c.bad_signature,
@@ -151,32 +216,35 @@ impl Inbox {
             counter.fetch_add(1, Ordering::Relaxed);
             return Err(Refused::Signature(e));
         }
-        let event: Event = serde_json::from_slice(body).map_err(|e| {
-            c.malformed.fetch_add(1, Ordering::Relaxed);
-            Refused::Malformed(format!(
-                "not a valid event (line {}, column {})",
-                e.line(),
-                e.column()
-            ))
-        })?;
-        if event.record.id != event.subscription || event.record.account != event.account {
-            c.malformed.fetch_add(1, Ordering::Relaxed);
-            return Err(Refused::Malformed(
-                "the record is not the event's subscription or account".into(),
-            ));
-        }
+        Ok(())
+    }
+
+    fn malformed(&self, why: String) -> Refused {
+        self.counters.malformed.fetch_add(1, Ordering::Relaxed);
+        Refused::Malformed(why)
+    }
+
+    /// Takes the event's id once, weighs it, and records and counts the verdict; a
+    /// mismatch goes to a person.
+    async fn settle(
+        &self,
+        named: Named,
+        body: &[u8],
+        weigh: impl std::future::Future<Output = Result<(Verdict, Option<Operation>), StoreError>>,
+    ) -> Result<Received, Refused> {
+        let c = &self.counters;
         c.received.fetch_add(1, Ordering::Relaxed);
         let store = self.guard.store();
         let taken = store
             .take_event(
                 &ReceivedEvent {
-                    id: event.id.clone(),
+                    id: named.id.clone(),
                     received_at: now_ms(),
-                    kind: event.kind.clone(),
-                    subscription: event.subscription.clone(),
-                    account: event.account.clone(),
-                    revision: event.revision,
-                    request_key: event.request_key.clone(),
+                    kind: named.kind.clone(),
+                    subscription: named.subscription.clone(),
+                    account: named.account.clone(),
+                    revision: named.revision,
+                    request_key: named.request_key.clone(),
                     verdict: "received".to_owned(),
                     detail: None,
                     body: String::from_utf8_lossy(body).into_owned(),
@@ -189,12 +257,12 @@ impl Inbox {
             return Ok(Received::Duplicate);
         }
         // Only the delivery that took the id gets here, on any replica. Were it to stop
-        // before finishing, the service's redelivery takes it again after ABANDONED (every
+        // before finishing, the sender's redelivery takes it again after ABANDONED (every
         // effect below is conditional, so doing it twice is doing it once).
-        let (verdict, op) = match self.weigh(&event).await {
+        let (verdict, op) = match weigh.await {
             Ok(weighed) => weighed,
             Err(e) => {
-                let _ = store.release_event(&event.id).await;
+                let _ = store.release_event(&named.id).await;
                 return Err(e.into());
             }
         };
@@ -203,7 +271,7 @@ impl Inbox {
             _ => None,
         };
         store
-            .finish_event(&event.id, verdict.as_str(), detail)
+            .finish_event(&named.id, verdict.as_str(), detail)
             .await?;
         let counter = match &verdict {
             Verdict::Resolved => &c.resolved,
@@ -214,7 +282,7 @@ impl Inbox {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if let Verdict::Mismatch(why) = &verdict {
-            self.escalate(&event, op.as_ref(), why).await?;
+            self.escalate(&named, op.as_ref(), why).await?;
         }
         Ok(Received::New(verdict))
     }
@@ -271,7 +339,7 @@ impl Inbox {
     /// original request and the confirmed terms, and the log.
     async fn escalate(
         &self,
-        event: &Event,
+        event: &Named,
         op: Option<&Operation>,
         why: &str,
     ) -> Result<(), StoreError> {
@@ -282,13 +350,17 @@ impl Inbox {
             request_key = event.request_key.as_deref().unwrap_or("-"),
             confirmed_terms = %op.map_or_else(|| "-".to_owned(), |o| o.terms.to_string()),
             %why,
-            "a service event contradicts the operation it names; a person must look at it"
+            "an event contradicts the operation it names; a person must look at it"
         );
         self.guard
             .store()
             .audit(AuditEntry {
                 at: now_ms(),
-                action: "service_event".into(),
+                action: match self.source {
+                    EventSource::Service => "service_event",
+                    EventSource::Stripe => "stripe_event",
+                }
+                .into(),
                 sender_id: op.map_or_else(|| "-".to_owned(), |o| o.sender_id.clone()),
                 account: Some(op.map_or_else(|| event.account.clone(), |o| o.account.clone())),
                 target: Some(match op {
@@ -374,6 +446,10 @@ pub fn serve(
     inbox: Inbox,
     per_peer: usize,
 ) -> std::io::Result<actix_web::dev::Server> {
+    let route = match inbox.source {
+        EventSource::Service => "/v1/service-events",
+        EventSource::Stripe => "/v1/stripe-events",
+    };
     let inbox = web::Data::new(inbox);
     let peers = actionserver::PeerLimit::new("service events", per_peer);
     let pace = web::Data::new(actionserver::Pace::new(|| {
@@ -392,7 +468,7 @@ pub fn serve(
                 actionserver::refuse_over_cap,
             ))
             .app_data(web::PayloadConfig::new(BODY_LIMIT))
-            .route("/v1/service-events", web::post().to(receive))
+            .route(route, web::post().to(receive))
             .default_service(web::to(|| async {
                 error(StatusCode::NOT_FOUND, "not_found", "no such route")
             }))
@@ -409,13 +485,19 @@ fn error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
 }
 
 async fn receive(req: HttpRequest, inbox: web::Data<Inbox>, body: web::Bytes) -> HttpResponse {
-    let signature = req
-        .headers()
-        .get(SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok());
-    match inbox.receive(signature, &body).await {
+    let header = match inbox.source {
+        EventSource::Service => SIGNATURE_HEADER,
+        EventSource::Stripe => stripe::SIGNATURE_HEADER,
+    };
+    let signature = req.headers().get(header).and_then(|v| v.to_str().ok());
+    let received = match inbox.source {
+        EventSource::Service => inbox.receive(signature, &body).await,
+        EventSource::Stripe => inbox.receive_stripe(signature, &body).await,
+    };
+    match received {
         Ok(Received::New(verdict)) => HttpResponse::Ok().json(json!({"verdict": verdict.as_str()})),
         Ok(Received::Duplicate) => HttpResponse::Ok().json(json!({"verdict": "duplicate"})),
+        Ok(Received::Ignored) => HttpResponse::Ok().json(json!({"verdict": "ignored"})),
         Err(Refused::Signature(e)) => error(
             StatusCode::UNAUTHORIZED,
             "invalid_signature",
@@ -433,3 +515,5 @@ async fn receive(req: HttpRequest, inbox: web::Data<Inbox>, body: web::Bytes) ->
         }
     }
 }
+
+mod stripe;

@@ -29,6 +29,7 @@ pub(super) fn layered(
         "subscriptions.url" => args.subscriptions_url.as_ref(),
         "subscriptions.provider" => args.subscriptions_provider.as_ref(),
         "subscriptions.api_base" => args.stripe_api_base.as_ref(),
+        "subscriptions.webhook_secret" => args.stripe_webhook_secret.as_ref(),
         "subscriptions.token" => args.subscriptions_token.as_ref(),
         "subscriptions.timeout_secs" => args.subscriptions_timeout,
         "subscriptions.max_in_flight" => args.subscriptions_max_in_flight,

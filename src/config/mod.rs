@@ -16,7 +16,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub use sections::*;
-pub use settings::{ConsoleSettings, GrpcMode, Settings};
+pub use settings::{ConsoleSettings, EventSource, EventsSettings, GrpcMode, Settings};
 pub use traces::TraceSettings;
 
 /// A configuration problem: which file, which key, what is wrong.

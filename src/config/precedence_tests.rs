@@ -309,3 +309,59 @@ fn the_provider_flags_come_before_the_file() {
         (None, RevisionFormat::Decimal)
     );
 }
+
+/// Stripe's webhook secret: the flag before the file; with `provider: stripe` the events
+/// port takes Stripe's webhooks, and each half without the other is refused by its key.
+#[test]
+fn stripes_webhooks_take_the_events_port_with_the_endpoints_secret() {
+    use crate::config::EventSource;
+    let path = Path::new("e.yml");
+    let file = |extra: &str| {
+        load(&format!(
+            "actiongate:\n  subscriptions: {{provider: stripe, api_key: sk_file{extra}}}\n  events: {{port: 7003}}\n"
+        ))
+        .unwrap()
+        .unwrap()
+    };
+    let events = |flags: &[&str], file: &EndpointsFile| {
+        Settings::from_parts(&serve_args(flags), file, path)
+            .map(|s| s.events.map(|e| (e.source, e.secret)))
+            .map_err(|e| e.key)
+    };
+    let with_secret = file(", webhook_secret: whsec_file");
+    assert_eq!(
+        events(&[], &with_secret),
+        Ok(Some((EventSource::Stripe, "whsec_file".to_owned())))
+    );
+    assert_eq!(
+        events(&["--stripe-webhook-secret=whsec_flag"], &with_secret),
+        Ok(Some((EventSource::Stripe, "whsec_flag".to_owned())))
+    );
+    assert_eq!(
+        events(&[], &file("")),
+        Err("actiongate.subscriptions.webhook_secret".to_owned()),
+        "a port without the secret"
+    );
+    assert_eq!(
+        events(&["--events-secret=service"], &with_secret),
+        Err("actiongate.events.secret".to_owned()),
+        "the service's secret is not Stripe's"
+    );
+    let no_port = load(
+        "actiongate:\n  subscriptions: {provider: stripe, api_key: sk_file, webhook_secret: whsec_file}\n",
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        events(&[], &no_port),
+        Err("actiongate.events.port".to_owned()),
+        "a secret without the port"
+    );
+    let service = load("actiongate:\n  events: {port: 7003, secret: s}\n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        events(&[], &service),
+        Ok(Some((EventSource::Service, "s".to_owned())))
+    );
+}

@@ -184,6 +184,9 @@ pub struct SubscriptionsSection {
     pub api_base: Option<String>,
     /// The changes offered through Stripe (`cancel_now` only when listed).
     pub options: Vec<String>,
+    /// The signing secret of Stripe's webhook endpoint (`whsec_…`; default: the
+    /// `STRIPE_WEBHOOK_SECRET` variable), for its events on the events port.
+    pub webhook_secret: Option<String>,
 }
 
 /// Which billing system the changes go to.
@@ -206,6 +209,7 @@ impl Default for SubscriptionsSection {
             api_key: None,
             api_base: None,
             options: vec!["stop_renewal".into(), "resume_renewal".into()],
+            webhook_secret: None,
         }
     }
 }

@@ -63,15 +63,75 @@ pub struct ConsoleSettings {
     pub hosts: Vec<String>,
 }
 
-/// The events listener (`POST /v1/service-events`).
+/// The events listener: the service's (`POST /v1/service-events`) or Stripe's
+/// (`POST /v1/stripe-events`).
 #[derive(Debug, Clone)]
 pub struct EventsSettings {
     pub host: String,
     /// 0 picks a free port.
     pub port: u16,
+    /// Whose events these are, which says the route and the signature's secret.
+    pub source: EventSource,
+    /// The secret they are signed with: the service's, or Stripe's endpoint's.
     pub secret: String,
     /// How far an event's signature timestamp may be from now.
     pub tolerance: Duration,
+}
+
+/// Who sends the events received on the events port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventSource {
+    /// The subscription service of section 6 (docs/EVENTS.md).
+    Service,
+    /// Stripe's webhooks (section 8).
+    Stripe,
+}
+
+/// The events listener's settings: the service's events with `events.secret`, or with
+/// `provider: stripe` Stripe's webhooks with `subscriptions.webhook_secret`.
+fn events_settings(
+    e: &super::sections::EventsSection,
+    stripe: Option<&StripeSettings>,
+    path: &Path,
+) -> Result<Option<EventsSettings>, ConfigError> {
+    let secret = e.secret.clone().filter(|s| !s.is_empty());
+    let (source, secret) = match stripe {
+        None => (EventSource::Service, secret),
+        Some(_) if secret.is_some() => {
+            return Err(ConfigError::new(
+                path,
+                "actiongate.events.secret",
+                "with provider: stripe the events port receives Stripe's webhooks, signed with actiongate.subscriptions.webhook_secret",
+            ))
+        }
+        Some(stripe) => (EventSource::Stripe, stripe.webhook_secret.clone()),
+    };
+    match (e.port, secret) {
+        (None, None) => Ok(None),
+        (None, Some(_)) if source == EventSource::Stripe => Err(ConfigError::new(
+            path,
+            "actiongate.events.port",
+            "Stripe's webhooks are received on the events port: give it (--events-port)",
+        )),
+        (None, Some(_)) => Ok(None),
+        (Some(_), None) if source == EventSource::Stripe => Err(ConfigError::new(
+            path,
+            "actiongate.subscriptions.webhook_secret",
+            "receiving Stripe's webhooks needs the endpoint's signing secret (--stripe-webhook-secret or STRIPE_WEBHOOK_SECRET)",
+        )),
+        (Some(_), None) => Err(ConfigError::new(
+            path,
+            "actiongate.events.secret",
+            "receiving events needs the secret they are signed with (--events-secret or ACTIONGATE_EVENTS_SECRET)",
+        )),
+        (Some(port), Some(secret)) => Ok(Some(EventsSettings {
+            host: e.host.clone(),
+            port,
+            source,
+            secret,
+            tolerance: Duration::from_secs(e.tolerance_secs),
+        })),
+    }
 }
 
 /// Which transports Rasa can call.
@@ -158,24 +218,14 @@ impl Settings {
                 })
             }
         };
-        let e = &s.events;
-        let events = match (e.port, e.secret.clone().filter(|s| !s.is_empty())) {
-            (None, _) => None,
-            (Some(_), None) => {
-                return Err(ConfigError::new(
-                    path,
-                    "actiongate.events.secret",
-                    "receiving events needs the secret they are signed with (--events-secret or ACTIONGATE_EVENTS_SECRET)",
-                ))
-            }
-            (Some(port), Some(secret)) => Some(EventsSettings {
-                host: e.host.clone(),
-                port,
-                secret,
-                tolerance: Duration::from_secs(e.tolerance_secs),
-            }),
-        };
         let subs = &s.subscriptions;
+        let stripe = match subs.provider {
+            ProviderKind::Service => None,
+            ProviderKind::Stripe => Some(stripe_settings(subs, path, &|name| {
+                std::env::var(name).ok()
+            })?),
+        };
+        let events = events_settings(&s.events, stripe.as_ref(), path)?;
         if let Some(url) = &subs.url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::new(
@@ -185,12 +235,6 @@ impl Settings {
                 ));
             }
         }
-        let stripe = match subs.provider {
-            ProviderKind::Service => None,
-            ProviderKind::Stripe => Some(stripe_settings(subs, path, &|name| {
-                std::env::var(name).ok()
-            })?),
-        };
         let timeout = subs.timeout_secs;
         if !(timeout > 0.0 && timeout <= 300.0) {
             return Err(ConfigError::new(

@@ -11,6 +11,8 @@ use crate::subscriptions::stripe::{StripeSettings, STRIPE_API_BASE};
 
 /// The variable the API key is read from when the file gives none.
 pub const API_KEY_VARIABLE: &str = "STRIPE_API_KEY";
+/// The variable the webhook secret is read from when the file and the flag give none.
+pub const WEBHOOK_SECRET_VARIABLE: &str = "STRIPE_WEBHOOK_SECRET";
 
 /// `provider: stripe`'s settings, or the key that is wrong and why.
 pub(super) fn stripe_settings(
@@ -71,11 +73,26 @@ pub(super) fn stripe_settings(
             }
         }
     }
+    let webhook_secret = subs
+        .webhook_secret
+        .clone()
+        .or_else(|| env(WEBHOOK_SECRET_VARIABLE))
+        .filter(|k| !k.is_empty());
+    if webhook_secret
+        .as_deref()
+        .is_some_and(|s| !s.starts_with("whsec_"))
+    {
+        return Err(fail(
+            "webhook_secret",
+            "must be a webhook endpoint's signing secret (whsec_…)",
+        ));
+    }
     Ok(StripeSettings {
         api_key,
         api_base,
         offered,
         timeout: Duration::from_secs_f64(subs.timeout_secs.clamp(0.001, 300.0)),
+        webhook_secret,
     })
 }
 
@@ -123,6 +140,7 @@ mod tests {
         };
         let s = read(file_key, Some("sk_test_1")).unwrap();
         assert_eq!(s.api_key, "rk_live_2", "the file's key before the variable");
+        assert_eq!(s.webhook_secret, None, "Stripe's events are optional");
         assert!(s.offered.cancel_now && !s.offered.stop_renewal);
         for (bad, key) in [
             (
@@ -145,6 +163,13 @@ mod tests {
                     ..stripe()
                 },
                 "url",
+            ),
+            (
+                SubscriptionsSection {
+                    webhook_secret: Some("sk_test_1".into()),
+                    ..stripe()
+                },
+                "webhook_secret",
             ),
         ] {
             let err = read(bad, Some("sk_test_1")).unwrap_err();

@@ -18,7 +18,7 @@ use super::provider::{Call, CommandOutcome, ConfirmedCommand, KeyState, Provider
 /// A call's span in the action's trace: the operation, its method and route (ids left
 /// out: they are the customer's), and the status the service answered.
 macro_rules! service_span {
-    ($name:literal, $method:literal, $route:literal) => {
+    ($name:literal, $method:expr, $route:expr) => {
         tracing::info_span!(
             target: crate::telemetry::SPAN_TARGET,
             $name,
@@ -30,8 +30,10 @@ macro_rules! service_span {
     };
 }
 
+pub(in crate::subscriptions) use service_span;
+
 /// Records the service's answer on the call's span.
-fn answered(response: &reqwest::Response) {
+pub(in crate::subscriptions) fn answered(response: &reqwest::Response) {
     tracing::Span::current().record("http.response.status_code", response.status().as_u16());
 }
 

@@ -8,9 +8,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use reqwest::{header, StatusCode};
+use tracing::Instrument as _;
 
 use super::client::answer::{command_answer, error_message, read_capped, CommandAnswer};
-use super::client::segment;
+use super::client::{answered, segment, service_span};
 use super::model::{Change, Subscription};
 use super::provider::{Call, CommandOutcome, ConfirmedCommand, KeyState, Provider, ServiceError};
 
@@ -32,6 +33,8 @@ pub struct StripeSettings {
     pub api_base: String,
     pub offered: Offered,
     pub timeout: Duration,
+    /// The webhook endpoint's signing secret, when Stripe's events are received.
+    pub webhook_secret: Option<String>,
 }
 
 /// Stripe Billing as a [`Provider`].
@@ -72,8 +75,16 @@ impl StripeProvider {
             .header(header::ACCEPT, "application/json")
     }
 
-    /// `GET` a JSON answer; `None` on 404.
+    /// `GET` a JSON answer, in `span`; `None` on 404.
     async fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        span: tracing::Span,
+    ) -> Result<Option<T>, ServiceError> {
+        self.read_answer(path).instrument(span).await
+    }
+
+    async fn read_answer<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
     ) -> Result<Option<T>, ServiceError> {
@@ -82,6 +93,7 @@ impl StripeProvider {
             .send()
             .await
             .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
+        answered(&response);
         let status = response.status();
         let body = read_capped(response)
             .await
@@ -99,7 +111,8 @@ impl StripeProvider {
     }
 
     async fn fetch(&self, id: &str) -> Result<Option<StripeSubscription>, ServiceError> {
-        self.read(&format!("/v1/subscriptions/{}", segment(id)))
+        let span = service_span!("stripe.get_subscription", "GET", "/v1/subscriptions/{id}");
+        self.read(&format!("/v1/subscriptions/{}", segment(id)), span)
             .await
     }
 
@@ -112,7 +125,10 @@ impl StripeProvider {
             name: String,
         }
         let product: Product = self
-            .read(&format!("/v1/products/{}", segment(id)))
+            .read(
+                &format!("/v1/products/{}", segment(id)),
+                service_span!("stripe.get_product", "GET", "/v1/products/{id}"),
+            )
             .await?
             .ok_or_else(|| ServiceError::Invalid(format!("no product {id}")))?;
         let mut products = self.products.lock().expect("not poisoned");
@@ -163,7 +179,8 @@ impl StripeProvider {
             data: Vec<StripeSubscription>,
         }
         let path = format!("/v1/subscriptions?customer={}&limit=100", segment(account));
-        let page: Page = match self.read(&path).await {
+        let span = service_span!("stripe.list_subscriptions", "GET", "/v1/subscriptions");
+        let page: Page = match self.read(&path, span).await {
             Ok(Some(page)) => page,
             // An unknown customer has no subscriptions.
             Ok(None) | Err(ServiceError::Status { status: 400, .. }) => return Ok(Vec::new()),
@@ -271,6 +288,26 @@ impl StripeProvider {
         before: &Facts,
         write: Write,
     ) -> CommandOutcome {
+        let method = match write {
+            Write::CancelAtPeriodEnd(_) => "POST",
+            Write::CancelNow => "DELETE",
+        };
+        let span = service_span!(
+            "stripe.update_subscription",
+            method,
+            "/v1/subscriptions/{id}"
+        );
+        self.write_answer(change, before, write)
+            .instrument(span)
+            .await
+    }
+
+    async fn write_answer(
+        &self,
+        change: &(impl ConfirmedCommand + ?Sized),
+        before: &Facts,
+        write: Write,
+    ) -> CommandOutcome {
         let path = format!("/v1/subscriptions/{}", segment(change.subscription()));
         let request = match write {
             Write::CancelAtPeriodEnd(on) => self
@@ -288,7 +325,7 @@ impl StripeProvider {
             status,
             replayed,
             body,
-        } = match command_answer(sent, |_| {}).await {
+        } = match command_answer(sent, answered).await {
             Ok(answer) => answer,
             Err(outcome) => return outcome,
         };

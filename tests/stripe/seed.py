@@ -23,6 +23,10 @@ CUSTOMERS = [
     ("resume", True),
     ("listing", False),
     ("raced", False),
+    ("lost", False),
+    ("resent", False),
+    ("expired", False),
+    ("cancel", False),
 ]
 
 

@@ -139,6 +139,7 @@ fn provider(url: &str) -> StripeProvider {
         api_base: url.into(),
         offered: Offered::default(),
         timeout: Duration::from_secs(5),
+        webhook_secret: None,
     })
     .unwrap()
 }
@@ -295,4 +296,59 @@ async fn an_unknown_outcome_is_sent_again_under_the_same_key_only_onto_the_confi
     let outcome = resend(&url, fingerprint(&before)).await;
     assert!(matches!(outcome, CommandOutcome::Stale(_)), "{outcome:?}");
     assert!(writes(&seen).is_empty(), "nothing sent");
+}
+
+/// The spans of the calls made, with the status each answer had.
+#[derive(Default, Clone)]
+struct Spans(Arc<Mutex<Vec<(String, String)>>>);
+
+impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>>
+    tracing_subscriber::Layer<S> for Spans
+{
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Status(String);
+        impl tracing::field::Visit for Status {
+            fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+                if field.name() == "http.response.status_code" {
+                    self.0 = value.to_string();
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        let mut status = Status(String::new());
+        values.record(&mut status);
+        if let Some(span) = ctx.span(id) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((span.name().to_owned(), status.0));
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_call_to_stripe_has_its_span_with_the_status_answered() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let spans = Spans::default();
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let before = record(false, 1000);
+    let (url, _) = stand_in(before.clone(), 200, record(true, 1000)).await;
+    let outcome = send(&url, fingerprint(&before)).await;
+    assert!(
+        matches!(outcome, CommandOutcome::Applied { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        *spans.0.lock().unwrap(),
+        [
+            ("stripe.get_subscription".to_owned(), "200".to_owned()),
+            ("stripe.update_subscription".to_owned(), "200".to_owned()),
+        ]
+    );
 }

@@ -1,0 +1,170 @@
+//! A proxy in front of localstripe that misbehaves on the write, named as such: it stands
+//! for a network that loses Stripe's answer, or for another writer that gets in between
+//! the provider's read and its write (localstripe can do neither). Every other request is
+//! passed through unchanged.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the proxy does to a write (`POST` or `DELETE` of `/v1/subscriptions/{id}`).
+#[derive(Clone)]
+pub enum OnWrite {
+    /// Passes it on, and its answer back.
+    PassThrough,
+    /// Passes it to localstripe, then closes the connection without its answer.
+    LoseTheAnswer,
+    /// First makes this other writer's update, then passes the write on.
+    RaceWith(Vec<(String, String)>),
+}
+
+pub struct Proxy {
+    pub url: String,
+    writes: Arc<AtomicUsize>,
+    mode: Arc<Mutex<OnWrite>>,
+}
+
+impl Proxy {
+    /// What the next writes meet.
+    pub fn set(&self, on_write: OnWrite) {
+        *self.mode.lock().unwrap() = on_write;
+    }
+
+    /// Writes that reached the proxy.
+    pub fn writes(&self) -> usize {
+        self.writes.load(Ordering::SeqCst)
+    }
+}
+
+pub async fn start(upstream: &str, on_write: OnWrite) -> Proxy {
+    actiongate::telemetry::install_crypto();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let writes = Arc::new(AtomicUsize::new(0));
+    let mode = Arc::new(Mutex::new(on_write));
+    let (upstream, counted, shared) = (upstream.to_owned(), writes.clone(), mode.clone());
+    tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            let (http, upstream, mode, counted) = (
+                http.clone(),
+                upstream.clone(),
+                shared.clone(),
+                counted.clone(),
+            );
+            tokio::spawn(serve(socket, http, upstream, mode, counted));
+        }
+    });
+    Proxy { url, writes, mode }
+}
+
+/// One request's head and body, read off the connection.
+struct Request {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+async fn read_request(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Request> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let mut lines = head.split("\r\n");
+            let mut first = lines.next()?.split(' ');
+            let (method, path) = (first.next()?.to_owned(), first.next()?.to_owned());
+            let headers: Vec<(String, String)> = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+                .collect();
+            let length = headers
+                .iter()
+                .find(|(k, _)| k == "content-length")
+                .and_then(|(_, v)| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + length {
+                let mut chunk = [0u8; 4096];
+                let n = socket.read(&mut chunk).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = buf[end + 4..end + 4 + length].to_vec();
+            buf.drain(..end + 4 + length);
+            return Some(Request {
+                method,
+                path,
+                headers,
+                body,
+            });
+        }
+        let mut chunk = [0u8; 4096];
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn serve(
+    mut socket: TcpStream,
+    http: reqwest::Client,
+    upstream: String,
+    mode: Arc<Mutex<OnWrite>>,
+    writes: Arc<AtomicUsize>,
+) {
+    let mut buf = Vec::new();
+    while let Some(request) = read_request(&mut socket, &mut buf).await {
+        let on_write = mode.lock().unwrap().clone();
+        let write = matches!(request.method.as_str(), "POST" | "DELETE")
+            && request.path.starts_with("/v1/subscriptions/");
+        let auth = request
+            .headers
+            .iter()
+            .find(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        if write {
+            writes.fetch_add(1, Ordering::SeqCst);
+            if let OnWrite::RaceWith(form) = &on_write {
+                let raced = http
+                    .post(format!("{upstream}{}", request.path))
+                    .header("authorization", &auth)
+                    .form(form)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(raced.status(), 200, "{}", raced.text().await.unwrap());
+            }
+        }
+        let mut forwarded = http.request(
+            request.method.parse().unwrap(),
+            format!("{upstream}{}", request.path),
+        );
+        for (k, v) in &request.headers {
+            if !matches!(k.as_str(), "host" | "content-length" | "connection") {
+                forwarded = forwarded.header(k, v);
+            }
+        }
+        let answer = forwarded.body(request.body).send().await.unwrap();
+        let status = answer.status().as_u16();
+        let body = answer.bytes().await.unwrap();
+        if write && matches!(on_write, OnWrite::LoseTheAnswer) {
+            // Made in localstripe; its answer never arrives.
+            return;
+        }
+        let head = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        if socket.write_all(head.as_bytes()).await.is_err()
+            || socket.write_all(&body).await.is_err()
+        {
+            return;
+        }
+    }
+}
