@@ -309,7 +309,11 @@ fn guard_with(settings: &Settings, service_url: &str, store: Store) -> Result<Gu
     let consent = settings.consent.clone();
     if let Some(stripe) = &settings.stripe {
         tracing::info!(api_base = %stripe.api_base, "changes go to Stripe Billing");
-        return Ok(Guard::new(consent, StripeProvider::new(stripe)?, store));
+        return Ok(Guard::new(
+            consent,
+            StripeProvider::new(stripe, store.clone())?,
+            store,
+        ));
     }
     let client = ServiceClient::with_max_in_flight(
         service_url,

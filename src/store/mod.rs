@@ -16,6 +16,7 @@ mod budget;
 mod inbox;
 mod migrations;
 mod operations;
+mod readings;
 
 pub use approvals::{Approval, ApprovalState, OperationFilter, OperatorSession};
 pub use audit::AuditEntry;

@@ -10,6 +10,8 @@ use std::time::Duration;
 use reqwest::{header, StatusCode};
 use tracing::Instrument as _;
 
+use crate::store::Store;
+
 use super::client::answer::{command_answer, error_message, read_capped, CommandAnswer};
 use super::client::{answered, segment, service_span};
 use super::model::{Change, Subscription};
@@ -23,8 +25,8 @@ pub const STRIPE_API_BASE: &str = "https://api.stripe.com";
 
 /// How many earlier readings of each subscription are kept to say what moved since.
 const READINGS_KEPT: usize = 8;
-/// How many subscriptions those readings are kept for.
-const SUBSCRIPTIONS_KEPT: usize = 10_000;
+/// How many product names are kept.
+const PRODUCTS_KEPT: usize = 10_000;
 
 /// Where Stripe is and what may be offered through it.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +40,6 @@ pub struct StripeSettings {
 }
 
 /// Stripe Billing as a [`Provider`].
-#[derive(Debug)]
 pub struct StripeProvider {
     http: reqwest::Client,
     base: String,
@@ -46,13 +47,14 @@ pub struct StripeProvider {
     offered: Offered,
     /// Product names by id (a product's name is in the terms).
     products: Mutex<HashMap<String, String>>,
-    /// The facts last read of each subscription, newest last: the `why` of a moved
-    /// fingerprint is worked out from the reading the customer was shown.
-    readings: Mutex<HashMap<String, Vec<Facts>>>,
+    /// Where the facts read under each fingerprint are kept (the store: every replica's
+    /// readings, across restarts): the `why` of a moved fingerprint is worked out from the
+    /// reading the customer was shown.
+    store: Store,
 }
 
 impl StripeProvider {
-    pub fn new(settings: &StripeSettings) -> Result<Self, reqwest::Error> {
+    pub fn new(settings: &StripeSettings, store: Store) -> Result<Self, reqwest::Error> {
         crate::telemetry::install_crypto();
         let http = reqwest::Client::builder()
             .timeout(settings.timeout)
@@ -64,7 +66,7 @@ impl StripeProvider {
             key: settings.api_key.clone(),
             offered: settings.offered,
             products: Mutex::default(),
-            readings: Mutex::default(),
+            store,
         })
     }
 
@@ -132,7 +134,7 @@ impl StripeProvider {
             .await?
             .ok_or_else(|| ServiceError::Invalid(format!("no product {id}")))?;
         let mut products = self.products.lock().expect("not poisoned");
-        if products.len() >= SUBSCRIPTIONS_KEPT {
+        if products.len() >= PRODUCTS_KEPT {
             products.clear();
         }
         products.insert(id.to_owned(), product.name.clone());
@@ -145,20 +147,33 @@ impl StripeProvider {
         let product = self.product_name(&facts.lines[0].product).await?;
         let mut record = facts.subscription(&product, self.offered);
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let mut readings = self.readings.lock().expect("not poisoned");
-        if readings.len() >= SUBSCRIPTIONS_KEPT && !readings.contains_key(&facts.id) {
-            readings.clear();
-        }
-        let kept = readings.entry(facts.id.clone()).or_default();
-        record.notes = kept
+        // The why is words beside the terms: a store that cannot be read leaves it out,
+        // never the terms (which are Stripe's, read just now).
+        let earlier = match self.store.stripe_readings(&facts.id, READINGS_KEPT).await {
+            Ok(earlier) => earlier,
+            Err(e) => {
+                tracing::warn!(error = %e, "earlier readings could not be read; no why");
+                return Ok(record);
+            }
+        };
+        record.notes = earlier
             .iter()
-            .filter(|earlier| earlier.fingerprint() != record.revision)
-            .filter_map(|earlier| facts.note_from(earlier, now))
+            .filter(|(revision, _)| *revision != record.revision)
+            .filter_map(|(_, text)| serde_json::from_str::<Facts>(text).ok())
+            .filter_map(|earlier| facts.note_from(&earlier, now))
             .collect();
-        kept.retain(|earlier| earlier.fingerprint() != record.revision);
-        kept.push(facts);
-        if kept.len() > READINGS_KEPT {
-            kept.remove(0);
+        if !earlier
+            .iter()
+            .any(|(revision, _)| *revision == record.revision)
+        {
+            let text = serde_json::to_string(&facts).expect("facts serialise");
+            if let Err(e) = self
+                .store
+                .keep_stripe_reading(&facts.id, record.revision, &text, READINGS_KEPT)
+                .await
+            {
+                tracing::warn!(error = %e, "a reading could not be kept");
+            }
         }
         Ok(record)
     }

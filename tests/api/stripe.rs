@@ -590,3 +590,53 @@ async fn stripes_own_signed_deliveries_are_verified_and_taken_once() {
         "verified; without a request key it is another writer's record"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs localstripe: scripts/test-stripe.sh"]
+async fn the_why_is_told_on_another_replica_and_after_a_restart() {
+    let (url, seed) = seeded();
+    let stripe = Stripe {
+        url: url.clone(),
+        http: reqwest::Client::new(),
+    };
+    let (cus, sub) = customer(&seed, "replica");
+    let item = seed["customers"]["replica"]["item"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let shared = tempfile::tempdir().unwrap();
+    let database = format!("sqlite:{}/actiongate.db", shared.path().display());
+    let one = app_at(&url, |s| s.database_url = database.clone()).await;
+    let mut c = Chat::new("stripe-replica", Some(&cus));
+    c.request_change(&one, &sub, "stop_renewal").await.unwrap();
+    // The first replica stops; the price moves; the yes reaches another replica.
+    drop(one);
+    stripe
+        .update(
+            &sub,
+            &[
+                ("items[0][id]", item.as_str()),
+                ("items[0][plan]", "plan_box_monthly_v2"),
+            ],
+        )
+        .await;
+    let two = app_at(&url, |s| s.database_url = database.clone()).await;
+    let outcome = c.say_yes_and_apply(&two).await;
+    assert_eq!(
+        (outcome["status"].as_str(), outcome["reason"].as_str()),
+        (Some("blocked"), Some("benefit_loss_hidden")),
+        "{outcome}"
+    );
+    assert!(
+        outcome["why"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("The price changed from 10.00 USD a month to 20.00 USD a month"),
+        "{outcome}"
+    );
+    assert_eq!(
+        stripe.subscription(&sub).await["cancel_at_period_end"],
+        false,
+        "nothing sent"
+    );
+}

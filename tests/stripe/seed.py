@@ -27,6 +27,7 @@ CUSTOMERS = [
     ("resent", False),
     ("expired", False),
     ("cancel", False),
+    ("replica", False),
 ]
 
 

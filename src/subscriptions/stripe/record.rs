@@ -87,7 +87,7 @@ fn one() -> i64 {
 }
 
 /// One item's price, from `price` or else the legacy `plan`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 pub struct Line {
     pub price: String,
     /// In the currency's smallest unit, for one unit.
@@ -137,7 +137,7 @@ fn id_of(value: &Value) -> Option<String> {
 }
 
 /// What the terms are made of, read from a record: the same facts give the same terms.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 pub struct Facts {
     pub id: String,
     pub customer: String,

@@ -133,25 +133,37 @@ impl ConfirmedCommand for Command {
     }
 }
 
-fn provider(url: &str) -> StripeProvider {
-    StripeProvider::new(&StripeSettings {
-        api_key: "sk_test_stand_in".into(),
-        api_base: url.into(),
-        offered: Offered::default(),
-        timeout: Duration::from_secs(5),
-        webhook_secret: None,
-    })
-    .unwrap()
+/// The provider at `url`, its readings in a store of its own (a SQLite file in the
+/// directory returned, removed when it is dropped).
+async fn provider(url: &str) -> (StripeProvider, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(&format!("sqlite:{}/readings.db", dir.path().display()))
+        .await
+        .unwrap();
+    let provider = StripeProvider::new(
+        &StripeSettings {
+            api_key: "sk_test_stand_in".into(),
+            api_base: url.into(),
+            offered: Offered::default(),
+            timeout: Duration::from_secs(5),
+            webhook_secret: None,
+        },
+        store,
+    )
+    .unwrap();
+    (provider, dir)
 }
 
 /// The command, as the guard sends it for a yes to `revision`.
 async fn send(url: &str, revision: i64) -> CommandOutcome {
-    provider(url).send_change(&Command { revision }).await
+    let (provider, _dir) = provider(url).await;
+    provider.send_change(&Command { revision }).await
 }
 
 /// The command sent again, as the reconciler sends one whose outcome is unknown.
 async fn resend(url: &str, revision: i64) -> CommandOutcome {
-    provider(url).resend(&Command { revision }).await
+    let (provider, _dir) = provider(url).await;
+    provider.resend(&Command { revision }).await
 }
 
 fn writes(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
