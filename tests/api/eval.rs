@@ -21,6 +21,7 @@ impl Arena for Fresh {
             service: app.service_url.clone(),
             handle: app.handle.clone(),
             keep: Box::new(app),
+            stripe: None,
         })
     }
 }

@@ -11,8 +11,7 @@ use actiongate::subscriptions::events::sign;
 use common::{outcome_of, spawn_app_with, Chat, ChatExt, TestApp};
 use serde_json::{json, Value};
 
-mod proxy;
-use proxy::OnWrite;
+use tools::stripe_proxy::{self as proxy, OnWrite};
 
 /// The signing secret of the webhook endpoint the tests configure.
 const WEBHOOK_SECRET: &str = "whsec_actiongate_test";

@@ -41,6 +41,11 @@ def main():
                        interval="month")
     stripe.Plan.create(id=MONTHLY_V2, product=PRODUCT, amount=2000, currency="usd",
                        interval="month")
+    # The consent matrix's moves switch to a price never had before, each in turn
+    # (crates/tools/src/eval/stripe.rs).
+    for n in (3, 4, 5):
+        stripe.Plan.create(id=f"{MONTHLY}_v{n}", product=PRODUCT, amount=1000 * n,
+                           currency="usd", interval="month")
     made = {"plans": {"monthly": MONTHLY, "monthly_v2": MONTHLY_V2}, "customers": {}}
     for key, ending in CUSTOMERS:
         pm = stripe.PaymentMethod.create(

@@ -1,6 +1,8 @@
 //! `actiongate-dev eval`: the consent matrix and the reply corpus, each replayed through a
 //! fresh actiongate per scenario (in-process, loopback, port 0), with its own data
-//! directory, SQLite store and embedded subscription service.
+//! directory, SQLite store and embedded subscription service; or, with
+//! `--stripe-api-base`, the part of the matrix that applies to Stripe, each scenario's
+//! world made afresh in localstripe.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +20,14 @@ use tools::eval::{replies, Arena, EvalError, Running};
 /// beside it (or `--replies`). `Ok(true)` when every file replayed scores as it must.
 pub(crate) async fn run(args: &EvalArgs) -> Result<bool, EvalError> {
     let out = &mut std::io::stdout();
+    if let Some(api) = &args.stripe_api_base {
+        let key = std::env::var("STRIPE_API_KEY")
+            .map_err(|_| EvalError::Start("--stripe-api-base needs STRIPE_API_KEY".into()))?;
+        let arena = AtStripe {
+            worlds: tools::eval::stripe::Worlds::new(api.trim_end_matches('/'), &key),
+        };
+        return tools::eval::eval(&args.matrix, &arena, out).await;
+    }
     if replies::is_corpus(&args.matrix) {
         return replies::eval(&args.matrix, &Fresh, out).await;
     }
@@ -43,7 +53,7 @@ pub struct Fresh;
 impl Arena for Fresh {
     async fn start(&self, confirm_slot: Option<&str>) -> Result<Running, EvalError> {
         let dir = DataDir::new()?;
-        let mut settings = settings(&dir.0)?;
+        let mut settings = settings(&dir.0, &[])?;
         settings.consent.signals.confirm_slot = confirm_slot.map(str::to_owned);
         let started = app::start(&settings)
             .await
@@ -60,7 +70,49 @@ impl Arena for Fresh {
             handle,
             // The server's background first, then its data directory.
             keep: Box::new((started.background, dir)),
+            stripe: None,
         })
+    }
+}
+
+/// A fresh actiongate each time with `provider: stripe`, and a fresh world in localstripe
+/// for it.
+pub struct AtStripe {
+    worlds: tools::eval::stripe::Worlds,
+}
+
+impl Arena for AtStripe {
+    async fn start(&self, confirm_slot: Option<&str>) -> Result<Running, EvalError> {
+        actiongate::telemetry::install_crypto();
+        let world = self.worlds.take().await?;
+        let dir = DataDir::new()?;
+        let mut settings = settings(
+            &dir.0,
+            &[
+                "--subscriptions-provider",
+                "stripe",
+                "--stripe-api-base",
+                &world.proxy.url,
+            ],
+        )?;
+        settings.consent.signals.confirm_slot = confirm_slot.map(str::to_owned);
+        let started = app::start(&settings)
+            .await
+            .map_err(|e| EvalError::Start(e.to_string()))?;
+        let http = started.http.expect("the webhook is served");
+        let handle = http.handle();
+        tokio::spawn(http);
+        Ok(Running {
+            server: format!("http://127.0.0.1:{}", started.port),
+            service: world.api.clone(),
+            handle,
+            keep: Box::new((started.background, dir)),
+            stripe: Some(world),
+        })
+    }
+
+    fn applies(&self, scenario: &tools::eval::Scenario) -> bool {
+        tools::eval::stripe::applies(scenario)
     }
 }
 
@@ -88,11 +140,13 @@ impl Drop for DataDir {
 }
 
 /// `serve`'s settings for one scenario: loopback, port 0, no endpoints file, one worker.
-fn settings(dir: &Path) -> Result<Settings, EvalError> {
+fn settings(dir: &Path, extra: &[&str]) -> Result<Settings, EvalError> {
     let endpoints = dir.join("endpoints.yml");
     std::fs::write(&endpoints, "")
         .map_err(|e| EvalError::Read(endpoints.display().to_string(), e.to_string()))?;
-    let cli = Cli::parse_from([
+    let dir_text = dir.display().to_string();
+    let endpoints_text = endpoints.display().to_string();
+    let mut argv = vec![
         "actiongate",
         "--host",
         "127.0.0.1",
@@ -102,12 +156,14 @@ fn settings(dir: &Path) -> Result<Settings, EvalError> {
         "0",
         "--quiet",
         "--data-dir",
-        &dir.display().to_string(),
+        &dir_text,
         "--endpoints",
-        &endpoints.display().to_string(),
+        &endpoints_text,
         "--rate-capacity",
         "100",
-    ]);
+    ];
+    argv.extend_from_slice(extra);
+    let cli = Cli::parse_from(argv);
     let mut settings = Settings::resolve(&cli.serve)
         .map_err(|e| EvalError::Read("settings".into(), e.to_string()))?;
     settings.server.handle_signals = false;

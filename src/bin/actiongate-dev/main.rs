@@ -62,6 +62,11 @@ struct EvalArgs {
     /// when there is one).
     #[arg(long)]
     replies: Option<PathBuf>,
+    /// Replay the part of the matrix that applies to Stripe against this Stripe API
+    /// (localstripe: scripts/test-stripe.sh), each scenario's customers and subscriptions
+    /// made afresh there; the key is read from STRIPE_API_KEY.
+    #[arg(long)]
+    stripe_api_base: Option<String>,
     #[command(flatten)]
     log: LogArgs,
 }

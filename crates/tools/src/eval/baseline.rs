@@ -12,9 +12,11 @@ use serde_json::{json, Value};
 /// Applies the change the `change_tag` slot names at the record's revision of the moment,
 /// under a fresh key per call.
 pub struct NaiveApply {
-    /// The subscription service's base URL.
+    /// The subscription service's base URL, or Stripe's.
     pub service: String,
     pub http: reqwest::Client,
+    /// Stripe's API key, when the billing system is Stripe.
+    pub stripe_key: Option<String>,
 }
 
 impl NaiveApply {
@@ -25,12 +27,56 @@ impl NaiveApply {
             .register(NaiveApply {
                 service: service.trim_end_matches('/').to_owned(),
                 http: reqwest::Client::new(),
+                stripe_key: None,
             })
             .expect("one action, one name");
         registry
     }
 
+    /// A registry holding only the naive apply, writing to Stripe at `api`.
+    pub fn stripe_registry(api: &str, key: &str) -> Registry {
+        let mut registry = Registry::default();
+        registry
+            .register(NaiveApply {
+                service: api.trim_end_matches('/').to_owned(),
+                http: reqwest::Client::new(),
+                stripe_key: Some(key.to_owned()),
+            })
+            .expect("one action, one name");
+        registry
+    }
+
+    /// Stripe's update for the change, with no look at the record: what a tool calling
+    /// Stripe's API directly would send.
+    async fn apply_at_stripe(
+        &self,
+        key: &str,
+        subscription: &str,
+        change_type: &str,
+    ) -> Result<(), &'static str> {
+        let url = format!("{}/v1/subscriptions/{subscription}", self.service);
+        let request = match change_type {
+            "stop_renewal" => self
+                .http
+                .post(&url)
+                .form(&[("cancel_at_period_end", "true")]),
+            "resume_renewal" => self
+                .http
+                .post(&url)
+                .form(&[("cancel_at_period_end", "false")]),
+            "cancel_now" => self.http.delete(&url),
+            _ => return Err("service_rejected"),
+        };
+        match request.bearer_auth(key).send().await {
+            Ok(a) if a.status().is_success() => Ok(()),
+            _ => Err("service_rejected"),
+        }
+    }
+
     async fn apply(&self, subscription: &str, change_type: &str) -> Result<(), &'static str> {
+        if let Some(key) = &self.stripe_key {
+            return self.apply_at_stripe(key, subscription, change_type).await;
+        }
         let url = format!("{}/v1/subscriptions/{subscription}", self.service);
         let record: Value = async { self.http.get(&url).send().await?.json().await }
             .await

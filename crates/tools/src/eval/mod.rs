@@ -3,6 +3,7 @@
 pub mod baseline;
 pub mod matrix;
 pub mod replies;
+pub mod stripe;
 
 pub use matrix::{
     eval, load, run_scenario, Arena, EvalError, Label, Matrix, Run, Running, Scenario, Variant,

@@ -1,7 +1,7 @@
-//! A proxy in front of localstripe that misbehaves on the write, named as such: it stands
-//! for a network that loses Stripe's answer, or for another writer that gets in between
-//! the provider's read and its write (localstripe can do neither). Every other request is
-//! passed through unchanged.
+//! A proxy in front of localstripe, named as such: it counts the writes made through it
+//! (the consent matrix's changes), and can misbehave on one, standing for a network that
+//! loses Stripe's answer or for another writer that gets in between the provider's read and
+//! its write (localstripe can do neither). Every other request is passed through unchanged.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,10 +23,16 @@ pub enum OnWrite {
 pub struct Proxy {
     pub url: String,
     writes: Arc<AtomicUsize>,
+    made: Arc<AtomicUsize>,
     mode: Arc<Mutex<OnWrite>>,
 }
 
 impl Proxy {
+    /// Writes localstripe answered with a 2xx: changes made.
+    pub fn made(&self) -> usize {
+        self.made.load(Ordering::SeqCst)
+    }
+
     /// What the next writes meet.
     pub fn set(&self, on_write: OnWrite) {
         *self.mode.lock().unwrap() = on_write;
@@ -38,26 +44,40 @@ impl Proxy {
     }
 }
 
+/// Starts the proxy in front of `upstream`. A rustls provider must be installed before
+/// (the clients are built with `rustls-no-provider`).
 pub async fn start(upstream: &str, on_write: OnWrite) -> Proxy {
-    actiongate::telemetry::install_crypto();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let writes = Arc::new(AtomicUsize::new(0));
+    let counts = Counts::default();
+    let (writes, made) = (counts.writes.clone(), counts.made.clone());
     let mode = Arc::new(Mutex::new(on_write));
-    let (upstream, counted, shared) = (upstream.to_owned(), writes.clone(), mode.clone());
+    let (upstream, shared) = (upstream.to_owned(), mode.clone());
     tokio::spawn(async move {
         let http = reqwest::Client::new();
         while let Ok((socket, _)) = listener.accept().await {
-            let (http, upstream, mode, counted) = (
+            let (http, upstream, mode, counts) = (
                 http.clone(),
                 upstream.clone(),
                 shared.clone(),
-                counted.clone(),
+                counts.clone(),
             );
-            tokio::spawn(serve(socket, http, upstream, mode, counted));
+            tokio::spawn(serve(socket, http, upstream, mode, counts));
         }
     });
-    Proxy { url, writes, mode }
+    Proxy {
+        url,
+        writes,
+        made,
+        mode,
+    }
+}
+
+/// What the proxy counts: writes received, and writes localstripe made.
+#[derive(Clone, Default)]
+struct Counts {
+    writes: Arc<AtomicUsize>,
+    made: Arc<AtomicUsize>,
 }
 
 /// One request's head and body, read off the connection.
@@ -115,7 +135,7 @@ async fn serve(
     http: reqwest::Client,
     upstream: String,
     mode: Arc<Mutex<OnWrite>>,
-    writes: Arc<AtomicUsize>,
+    counts: Counts,
 ) {
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut socket, &mut buf).await {
@@ -129,7 +149,7 @@ async fn serve(
             .map(|(_, v)| v.clone())
             .unwrap_or_default();
         if write {
-            writes.fetch_add(1, Ordering::SeqCst);
+            counts.writes.fetch_add(1, Ordering::SeqCst);
             if let OnWrite::RaceWith(form) = &on_write {
                 let raced = http
                     .post(format!("{upstream}{}", request.path))
@@ -153,6 +173,9 @@ async fn serve(
         let answer = forwarded.body(request.body).send().await.unwrap();
         let status = answer.status().as_u16();
         let body = answer.bytes().await.unwrap();
+        if write && answer_ok(status) {
+            counts.made.fetch_add(1, Ordering::SeqCst);
+        }
         if write && matches!(on_write, OnWrite::LoseTheAnswer) {
             // Made in localstripe; its answer never arrives.
             return;
@@ -167,4 +190,8 @@ async fn serve(
             return;
         }
     }
+}
+
+fn answer_ok(status: u16) -> bool {
+    (200..300).contains(&status)
 }
