@@ -23,6 +23,11 @@
 #                  (scripts/console-browser.sh --approve-held); the service makes it once,
 #                  and Rasa hears the decision (actiongate.approval.notify_rasa_url, Rasa's
 #                  trigger_intent) and its rule runs check_subscription_change: `applied`;
+#    a sixth, stripe: actiongate with `provider: stripe` against localstripe
+#                  (scripts/localstripe.sh, seeded with Stripe's own Python client), and
+#                  tests/conversations/stripe/stop_renewal.yml with the seed's ids written
+#                  in: the terms from Stripe's price, the yes setting cancel_at_period_end
+#                  in Stripe's record (read back through localstripe's API);
 #    and the files of MISROUTED_FILES (below) in a fourth:
 #      misrouted   plain, but Rasa runs tests/assistant-misrouted/: assistant/ with
 #                  data/replies.yml replaced by rules that send every yes and every no to
@@ -48,7 +53,7 @@
 # Environment: RASA_VENV (venv path), E2E_SKIP_BUILD=1 (use the existing binary),
 # E2E_ACTIONGATE (another actiongate binary; implies no build), E2E_NLU=0 (skip the NLU
 # check),
-# E2E_VARIANTS="plain compressed token misrouted console" (which set-ups), E2E_KEEP=1 (keep the
+# E2E_VARIANTS="plain compressed token misrouted console stripe" (which set-ups), E2E_KEEP=1 (keep the
 # work dir with all logs).
 set -euo pipefail
 
@@ -62,7 +67,7 @@ VENV="${RASA_VENV:-$ROOT/.venv-rasa}"
 BIN="${E2E_ACTIONGATE:-$ROOT/target/debug/actiongate}"
 # The conversation-test runner (`converse`), beside the server it tests.
 DEV="${E2E_ACTIONGATE_DEV:-$(dirname "$BIN")/actiongate-dev}"
-VARIANTS="${E2E_VARIANTS:-plain compressed token misrouted console}"
+VARIANTS="${E2E_VARIANTS:-plain compressed token misrouted console stripe}"
 TOKEN="secret"
 
 # The conversations whose checks hold whatever the routing does, run against the
@@ -466,6 +471,48 @@ run_console() {
   stop_actiongate
 }
 
+# run_stripe: the `stripe` set-up (below)
+run_stripe() {
+  source "$ROOT/scripts/localstripe.sh"
+  localstripe_venv || return 1
+  mkdir -p "$WORK/stripe"
+  localstripe_start "$WORK/stripe" >"$WORK/stripe/seed.out" 2>&1 || { cat "$WORK/stripe/seed.out" >&2; return 1; }
+  PIDS+=("$LOCALSTRIPE_PID")
+  local customer subscription file="$WORK/stripe/stop_renewal.yml" out="$WORK/converse-stripe.out"
+  customer="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["customers"]["e2e"]["customer"])' "$WORK/stripe/seed.json")"
+  subscription="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["customers"]["e2e"]["subscription"])' "$WORK/stripe/seed.json")"
+  sed -e "s/CUSTOMER_ID/$customer/g" -e "s/SUBSCRIPTION_ID/$subscription/g" \
+    "$ROOT/tests/conversations/stripe/stop_renewal.yml" >"$file"
+  start_rasa stripe "$WORK/endpoints.yml" "$MODEL" || return 1
+  RUN_NO=$((RUN_NO + 1))
+  local logfile="$WORK/actiongate-$RUN_NO-stripe.log"
+  mkdir -p "$WORK/data-$RUN_NO-stripe"
+  STRIPE_API_KEY=sk_test_actiongate "$BIN" serve --host 127.0.0.1 --port "$AG_PORT" \
+    --data-dir "$WORK/data-$RUN_NO-stripe" --endpoints "$WORK/endpoints.yml" \
+    --subscriptions-provider stripe --stripe-api-base "$LOCALSTRIPE_URL" >"$logfile" 2>&1 &
+  AG_PID=$!
+  PIDS+=("$AG_PID")
+  wait_for "$AG_URL/health" "$AG_PID" "actiongate" "$logfile" 30 || return 1
+  log "[stripe] tests/conversations/stripe/stop_renewal.yml ($subscription of $customer)"
+  "$DEV" converse "$file" --rasa "$RASA_URL" --service "$LOCALSTRIPE_URL" \
+    --service-token sk_test_actiongate >"$out" 2>&1 || true
+  sed "s/^/  [stripe] /" "$out"
+  local summary failed
+  summary="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1 || true)"
+  if [ -z "$summary" ]; then
+    log "[stripe] no summary from actiongate-dev converse"
+    show_log "$logfile"
+    stop_actiongate
+    return 1
+  fi
+  TOTAL_PASSED=$((TOTAL_PASSED + ${summary%% passed*}))
+  failed="${summary#*passed, }"
+  failed="${failed%% failed*}"
+  TOTAL_FAILED=$((TOTAL_FAILED + failed))
+  [ "$failed" = "0" ] || show_log "$logfile"
+  stop_actiongate
+}
+
 # ---------------------------------------------------------------------------------------
 # 4. The set-ups
 # ---------------------------------------------------------------------------------------
@@ -561,6 +608,16 @@ for variant in $VARIANTS; do
         continue
       fi
       run_console || FAILED_SETUP=1
+      ;;
+    stripe)
+      # actiongate with `provider: stripe` against localstripe (scripts/localstripe.sh),
+      # one conversation (tests/conversations/stripe/stop_renewal.yml, the seed's ids
+      # written in), Stripe's record read back through localstripe's API.
+      if [ "$#" -gt 0 ]; then
+        log "[stripe] files named on the command line; skipped"
+        continue
+      fi
+      run_stripe || FAILED_SETUP=1
       ;;
     *)
       log "unknown variant $variant"

@@ -4,43 +4,27 @@
 # tests/api/stripe.rs run against it, then the part of the consent matrix that applies.
 #
 # Needs: python3 (3.11), cargo. The venv (.venv-stripe, or STRIPE_VENV) is made from the
-# pinned list tests/stripe/requirements.txt when missing or different. localstripe keeps
-# its state in /tmp/localstripe.pickle: it starts from scratch here, and two runs at once
-# would share that file.
+# pinned list tests/stripe/requirements.txt when missing or different (scripts/localstripe.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-VENV="${STRIPE_VENV:-$ROOT/.venv-stripe}"
-REQUIREMENTS="$ROOT/tests/stripe/requirements.txt"
 log() { printf '[test-stripe] %s\n' "$*"; }
 # The key localstripe accepts (any sk_…), read as the server reads it.
 export STRIPE_API_KEY=sk_test_actiongate
-
-stamp="$VENV/.requirements"
-if ! cmp -s "$REQUIREMENTS" "$stamp" 2>/dev/null; then
-  log "making $VENV from tests/stripe/requirements.txt"
-  [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q -r "$REQUIREMENTS"
-  cp "$REQUIREMENTS" "$stamp"
-fi
+source "$ROOT/scripts/localstripe.sh"
+localstripe_venv
 
 WORK=$(mktemp -d)
-pid=
-cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"; }
+cleanup() {
+  [[ -n "${LOCALSTRIPE_PID:-}" ]] && kill "$LOCALSTRIPE_PID" 2>/dev/null
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 
-"$VENV/bin/localstripe" --port 0 --from-scratch >"$WORK/stdout" 2>"$WORK/stderr" &
-pid=$!
-port=
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/.*Running on http:\/\/\[::\]:\([0-9]*\).*/\1/p' "$WORK/stdout" | head -1)
-  [[ -n "$port" ]] && break
-  sleep 0.1
-done
-[[ -n "$port" ]] || { cat "$WORK/stdout" "$WORK/stderr"; log "localstripe did not start"; exit 1; }
-BASE="http://127.0.0.1:$port"
+localstripe_start "$WORK"
+BASE="$LOCALSTRIPE_URL"
 log "localstripe on $BASE"
-"$VENV/bin/python" tests/stripe/seed.py "$BASE" "$WORK/seed.json"
 
 RUST_BACKTRACE=0 ACTIONGATE_TEST_STRIPE_URL="$BASE" ACTIONGATE_TEST_STRIPE_SEED="$WORK/seed.json" \
   cargo test --quiet -p actiongate --test api stripe:: -- --ignored --test-threads 4

@@ -28,6 +28,7 @@ CUSTOMERS = [
     ("expired", False),
     ("cancel", False),
     ("replica", False),
+    ("e2e", False),  # scripts/rasa-e2e.sh's conversation
 ]
 
 
