@@ -1,3 +1,5 @@
+//! The Stripe Billing provider (over 400 lines: the reads, the command and its resend share the re-read and the answer's check, read top to bottom).
+//!
 //! The Stripe Billing provider of CONTRACT.md section 8: accounts are customer ids, the
 //! revision is a fingerprint of the fields that decide the terms, and since Stripe has no
 //! conditional write, the command re-reads the record right before writing, writes under

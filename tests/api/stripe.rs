@@ -1,3 +1,5 @@
+//! The Stripe provider's proofs (over 400 lines: each test is one of the proofs, against one localstripe).
+//!
 //! The Stripe provider (CONTRACT.md section 8) through the webhook, against localstripe
 //! (a stateful stand-in for Stripe's API) seeded with Stripe's own Python client:
 //! `scripts/test-stripe.sh` starts and seeds it and runs these ignored tests.

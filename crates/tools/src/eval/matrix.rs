@@ -1,3 +1,5 @@
+//! The consent matrix and its replay (over 400 lines: the scenario format, its replay and its score are one story).
+//!
 //! The consent matrix: scenarios (a conversation, the service's facts, and what happens
 //! between question and answer), each labelled valid or violating with the number of
 //! changes it may cause, replayed through a real server and its subscription service, once
