@@ -287,6 +287,30 @@ impl Inbox {
         Ok(Received::New(verdict))
     }
 
+    /// An event from `reporter` proving `op`'s change made, `op` read sent or unknown:
+    /// resolved as applied; or, when another move got there first, what it recorded:
+    /// confirmed when applied, a mismatch for a person when it was failed meanwhile.
+    async fn resolve_made(
+        &self,
+        op: Operation,
+        reporter: &str,
+    ) -> Result<(Verdict, Option<Operation>), StoreError> {
+        if self.guard.resolve_by_event(&op).await? {
+            tracing::info!(request_key = %op.request_key, %reporter, "an event resolved the operation: applied");
+            return Ok((Verdict::Resolved, Some(op)));
+        }
+        let now = self.guard.store().operation(&op.request_key).await?;
+        Ok(match now {
+            Some(now) if now.state == OpState::Failed => (
+                Verdict::Mismatch(format!(
+                    "{reporter} reports the change made; the operation is failed"
+                )),
+                Some(now),
+            ),
+            now => (Verdict::Confirmed, now.or(Some(op))),
+        })
+    }
+
     /// What the event means, and its effects (each conditional, so doing it twice is doing
     /// it once): the known record advanced, an unknown operation resolved.
     async fn weigh(&self, event: &Event) -> Result<(Verdict, Option<Operation>), StoreError> {
@@ -317,14 +341,7 @@ impl Inbox {
             return Ok((Verdict::Recorded, None));
         };
         let verdict = match op.state {
-            OpState::Sent | OpState::Unknown => {
-                if self.guard.resolve_by_event(&op).await? {
-                    tracing::info!(request_key = %op.request_key, revision = event.revision, "a service event resolved the operation: applied");
-                    Verdict::Resolved
-                } else {
-                    Verdict::Confirmed
-                }
-            }
+            OpState::Sent | OpState::Unknown => return self.resolve_made(op, "the service").await,
             OpState::Applied => Verdict::Confirmed,
             // Checked by `contradiction`; kept exhaustive.
             OpState::Claimed | OpState::Failed => Verdict::Mismatch(format!(
@@ -517,3 +534,5 @@ async fn receive(req: HttpRequest, inbox: web::Data<Inbox>, body: web::Bytes) ->
 }
 
 mod stripe;
+#[cfg(test)]
+mod tests;

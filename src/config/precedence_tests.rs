@@ -329,6 +329,21 @@ fn stripes_webhooks_take_the_events_port_with_the_endpoints_secret() {
             .map_err(|e| e.key)
     };
     let with_secret = file(", webhook_secret: whsec_file");
+    let window = |secs: u64| {
+        Settings::from_parts(
+            &serve_args(&[&format!("--confirmation-window={secs}")]),
+            &with_secret,
+            path,
+        )
+        .map(|s| s.consent.window.as_secs())
+        .map_err(|e| e.key)
+    };
+    assert_eq!(window(86_400), Ok(86_400));
+    assert_eq!(
+        window(86_401),
+        Err("actiongate.consent.window_secs".to_owned()),
+        "an unknown outcome is sent again only while Stripe keeps the key's answer"
+    );
     assert_eq!(
         events(&[], &with_secret),
         Ok(Some((EventSource::Stripe, "whsec_file".to_owned())))

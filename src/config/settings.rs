@@ -328,6 +328,15 @@ impl Settings {
             ));
         }
         let consent = &s.consent;
+        if stripe.is_some() && consent.window_secs > STRIPE_KEY_KEPT_SECS {
+            // An unknown outcome is sent again within the window under its key, which
+            // Stripe answers as the first write only for a day (CONTRACT.md section 8).
+            return Err(ConfigError::new(
+                path,
+                "actiongate.consent.window_secs",
+                "with provider: stripe, at most 86400 (Stripe keeps a request key's answer for a day)",
+            ));
+        }
         let signals = Signals {
             affirm_intents: consent.affirm_intents.clone(),
             deny_intents: consent.deny_intents.clone(),
@@ -450,6 +459,9 @@ impl Settings {
         })
     }
 }
+
+/// How long Stripe answers a request key again with its first answer.
+const STRIPE_KEY_KEPT_SECS: u64 = 86_400;
 
 /// A secret that is still the text of a variable: `${NAME}` somewhere, or `$NAME` alone.
 fn looks_unreplaced(value: &str) -> bool {

@@ -154,6 +154,7 @@ impl Guard {
             outcome: None,
             created_at: now_ms(),
             updated_at: now_ms(),
+            asked_at: super::guard::asked_ms(held.question_at),
         };
         let outcome = self.claim_spend_send(op, confirmation, current).await?;
         if outcome.reason == Some(Reason::RateLimited) {

@@ -34,6 +34,13 @@ macro_rules! step {
     };
 }
 
+/// A question's timestamp (seconds since the epoch, as Rasa writes it) in milliseconds.
+pub(super) fn asked_ms(timestamp: Option<f64>) -> Option<i64> {
+    timestamp
+        .filter(|t| t.is_finite())
+        .map(|t| (t * 1000.0) as i64)
+}
+
 /// Records the outcome a step decided on its span.
 fn decided(span: &tracing::Span, outcome: &Outcome) {
     span.record("status", outcome.status.as_str());
@@ -211,6 +218,7 @@ impl Guard {
             outcome: None,
             created_at: now_ms(),
             updated_at: now_ms(),
+            asked_at: asked_ms(confirmation.question.timestamp),
         };
         // 14 and 15 for a change a person approves first (CONTRACT.md section 7): the budget
         // is looked at but not spent, and the change is stored as held; nothing is sent.
@@ -315,6 +323,7 @@ impl Guard {
             .instrument(step!("guard.budget"))
             .await?
         {
+            // Still claimed (nothing takes a fresh claim over): given back.
             life.never_sent(key).await?;
             return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
         }

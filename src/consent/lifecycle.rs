@@ -55,8 +55,20 @@ impl<'a> Lifecycle<'a> {
 
     /// claimed or sent → gone: the command never left (the budget was spent, or the
     /// service could not be reached), so the same confirmation may be tried again.
-    pub(super) async fn never_sent(&self, key: &str) -> Result<(), StoreError> {
+    /// `false` when the reconciler took the operation over meanwhile (its sender was
+    /// too slow): it stays, and its outcome is the reconciler's to learn.
+    pub(super) async fn never_sent(&self, key: &str) -> Result<bool, StoreError> {
         self.store.release(key).await
+    }
+
+    /// sent → unknown, for a command whose sender has not answered within the wait, only
+    /// if it is still exactly as `op` saw it: from then on its sender cannot give it back
+    /// as never sent, and it may be sent again under its key. `true` when taken over.
+    pub(super) async fn take_over(&self, op: &Operation) -> Result<bool, StoreError> {
+        debug_assert_eq!(op.state, OpState::Sent);
+        self.store
+            .take_over_sent(&op.request_key, op.updated_at)
+            .await
     }
 
     /// claimed → gone, for a claim left behind by a process that stopped before sending,

@@ -81,12 +81,30 @@ impl Guard {
     }
 
     /// Section 8: the command sent again under its key while the confirmation is within
-    /// its window (counted from the claim, which the yes came within its window of), for
-    /// a provider that resends. Only a made change resolves it; anything else leaves it
-    /// for the next round, and after the window for a person.
+    /// its window (counted from the question, as the yes was), for a provider that
+    /// resends. A command still with its sender (sent within the wait) is left to it; one
+    /// sent longer ago is taken over first (sent → unknown), so its sender can no longer
+    /// give it back as never sent once it is sent again. Only a made change resolves it;
+    /// anything else leaves it for the next round, and after the window for a person.
     async fn resend(&self, op: &Operation) -> Result<Outcome, StoreError> {
-        if now_ms() - op.created_at > self.config.window.as_millis() as i64 {
+        let now = now_ms();
+        let within = op
+            .asked_at
+            .is_some_and(|at| now - at <= self.config.window.as_millis() as i64);
+        if !within {
             return Ok(pending());
+        }
+        if op.state == OpState::Sent {
+            if now - op.updated_at < self.config.in_flight_wait.as_millis() as i64 {
+                return Ok(pending());
+            }
+            if !Lifecycle::of(&self.store).take_over(op).await? {
+                // Moved on meanwhile (its sender's answer, an event): that stands.
+                return match self.store.operation(&op.request_key).await? {
+                    Some(now) if now.state.is_final() => Ok(recorded(&now)),
+                    _ => Ok(pending()),
+                };
+            }
         }
         let Some(outcome) = self.provider.resend(&Unresolved(op)).await else {
             return Ok(pending());

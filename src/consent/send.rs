@@ -109,8 +109,12 @@ impl ConfirmedChange {
             CommandOutcome::Voided => Ending::Failed(not_sent()),
             CommandOutcome::NotSent(why) => {
                 tracing::warn!(request_key = %key, %why, "the command could not be sent");
-                life.never_sent(key).await?;
-                return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+                if life.never_sent(key).await? {
+                    return Ok(Outcome::blocked(Reason::ServiceUnavailable));
+                }
+                // Taken over by the reconciler while this send took its time: another
+                // send of it may have been made, so its outcome is not known here.
+                Ending::Unknown
             }
             CommandOutcome::Rejected { status, message } => {
                 tracing::warn!(request_key = %key, status, %message, "the service refused the command");

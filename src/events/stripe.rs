@@ -136,16 +136,9 @@ impl Inbox {
             Some(Contradiction::Raced(why)) => Some(why),
             None => None,
         };
-        let verdict = match op.state {
-            OpState::Sent | OpState::Unknown => {
-                if self.guard.resolve_by_event(&op).await? {
-                    tracing::info!(request_key = %op.request_key, "a Stripe event resolved the operation: applied");
-                    Verdict::Resolved
-                } else {
-                    Verdict::Confirmed
-                }
-            }
-            OpState::Applied => Verdict::Confirmed,
+        let (verdict, op) = match op.state {
+            OpState::Sent | OpState::Unknown => self.resolve_made(op, "Stripe").await?,
+            OpState::Applied => (Verdict::Confirmed, Some(op)),
             OpState::Claimed | OpState::Failed => {
                 return Ok((
                     Verdict::Mismatch(format!(
@@ -156,7 +149,11 @@ impl Inbox {
                 ))
             }
         };
-        Ok((raced.map_or(verdict, Verdict::Mismatch), Some(op)))
+        // Made on another record than the confirmed one: applied, and a person is told.
+        Ok(match (verdict, raced) {
+            (Verdict::Mismatch(why), _) | (_, Some(why)) => (Verdict::Mismatch(why), op),
+            (verdict, None) => (verdict, op),
+        })
     }
 }
 

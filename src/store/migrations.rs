@@ -169,7 +169,7 @@ mod tests {
                 .await
                 .unwrap();
         // 1 and 2 adopted; the later ones, which the earlier runner never had, applied.
-        assert_eq!(recorded, [1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(recorded, [1, 2, 3, 4, 5, 6, 7, 8]);
         let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit")
             .fetch_one(&pool)
             .await
@@ -189,7 +189,7 @@ mod tests {
         };
         assert_eq!(names(false), names(true));
         assert_eq!(names(false)[1], (2, "open per subscription".to_owned()));
-        assert_eq!(names(false).len(), 7, "every file in the folder");
+        assert_eq!(names(false).len(), 8, "every file in the folder");
         assert_eq!(latest_version(), files::SQLITE.len() as i64);
     }
 
@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(recorded, files::SQLITE.len() as i64);
         // The partial unique index is there: a second open operation of one subscription
         // is refused.
-        let open = "INSERT INTO operations VALUES ($1, 's', 'a', 'WS-1', 'stop_renewal', 1, '{}', 'claimed', NULL, 0, 0)";
+        let open = "INSERT INTO operations VALUES ($1, 's', 'a', 'WS-1', 'stop_renewal', 1, '{}', 'claimed', NULL, 0, 0, NULL)";
         sqlx::query(open).bind("k1").execute(&pool).await.unwrap();
         assert!(sqlx::query(open).bind("k2").execute(&pool).await.is_err());
     }

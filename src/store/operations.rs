@@ -41,6 +41,9 @@ pub struct Operation {
     /// Milliseconds since the epoch.
     pub created_at: i64,
     pub updated_at: i64,
+    /// When the question the yes confirmed was asked (milliseconds since the epoch), if
+    /// known: the confirmation's window is counted from it.
+    pub asked_at: Option<i64>,
 }
 
 /// Operations with their final outcome, by request key, as last read or written. A final
@@ -109,7 +112,7 @@ impl Store {
     pub async fn claim(&self, op: &Operation) -> Result<Claim, StoreError> {
         let done = sqlx::query(
             "INSERT INTO operations (request_key, sender_id, account, subscription, change_type, revision, \
-             terms, state, outcome, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'claimed', NULL, $8, $8) \
+             terms, state, outcome, created_at, updated_at, asked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'claimed', NULL, $8, $8, $9) \
              ON CONFLICT DO NOTHING",
         )
         .bind(&op.request_key)
@@ -120,6 +123,7 @@ impl Store {
         .bind(op.revision)
         .bind(serde_json::to_string(&op.terms)?)
         .bind(now_ms())
+        .bind(op.asked_at)
         .execute(&self.pool)
         .await?;
         if done.rows_affected() == 1 {
@@ -236,15 +240,33 @@ impl Store {
     }
 
     /// Gives a claim back when nothing was sent, so the same confirmation can be tried
-    /// again (rate limited, or the service unreachable before the command left).
-    pub async fn release(&self, key: &str) -> Result<(), StoreError> {
-        sqlx::query(
+    /// again (rate limited, or the service unreachable before the command left). `false`
+    /// when it was neither claimed nor sent any more (the reconciler took over a command
+    /// sent long ago, to send it again under its key): then it stays.
+    pub async fn release(&self, key: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
             "DELETE FROM operations WHERE request_key = $1 AND state IN ('claimed', 'sent')",
         )
         .bind(key)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Moves an operation sent and untouched since `updated_at` to unknown: its sender
+    /// has not answered within the wait, and the reconciler takes it over. An operation
+    /// that moved on meanwhile is left alone. `true` when it was taken over.
+    pub async fn take_over_sent(&self, key: &str, updated_at: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE operations SET state = 'unknown', updated_at = $1 \
+             WHERE request_key = $2 AND state = 'sent' AND updated_at = $3",
+        )
+        .bind(now_ms())
+        .bind(key)
+        .bind(updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// The sender's latest operation (what `check_subscription_change` looks at).
@@ -288,7 +310,7 @@ impl Store {
     }
 }
 
-pub(super) const OP_COLUMNS: &str = "request_key, sender_id, account, subscription, change_type, revision, terms, state, outcome, created_at, updated_at";
+pub(super) const OP_COLUMNS: &str = "request_key, sender_id, account, subscription, change_type, revision, terms, state, outcome, created_at, updated_at, asked_at";
 
 /// An operation as stored: its terms and outcome read back as the types written, or
 /// [`StoreError::Corrupt`].
@@ -316,6 +338,7 @@ pub(super) fn operation_from(r: &AnyRow) -> Result<Operation, StoreError> {
         outcome,
         created_at: r.get(9),
         updated_at: r.get(10),
+        asked_at: r.get(11),
         request_key,
     })
 }

@@ -260,13 +260,7 @@ impl StripeProvider {
             return self.moved(facts).await;
         }
         let Some(write) = facts.write_for(change.change_type(), self.offered) else {
-            return CommandOutcome::Rejected {
-                status: 422,
-                message: format!(
-                    "{} is not offered on this subscription",
-                    change.change_type()
-                ),
-            };
+            return self.not_offered(change);
         };
         self.write(change, &facts, write).await
     }
@@ -274,26 +268,43 @@ impl StripeProvider {
     /// Section 8's unknown outcome: the same write again under the same key, where the
     /// record is still the confirmed revision (the first write may not have been made) or
     /// is exactly it with this change made (Stripe replays the first answer; were the
-    /// change another's, writing it again changes nothing). A record moved otherwise is
-    /// not written: the first write's outcome is left to a person.
+    /// change another's, writing it again changes nothing), and only where the change is
+    /// still offered on the confirmed record, as the first write was checked. A record
+    /// moved otherwise is not written: the first write's outcome is left to a person.
     pub async fn resend(&self, change: &(impl ConfirmedCommand + ?Sized)) -> CommandOutcome {
         let facts = match self.reread(change.subscription()).await {
             Ok(facts) => facts,
             Err(outcome) => return outcome,
         };
         let Some(write) = Write::of(change.change_type()) else {
-            return CommandOutcome::Rejected {
-                status: 422,
-                message: format!("{} is not a Stripe change", change.change_type()),
-            };
+            return self.not_offered(change);
         };
-        if facts.fingerprint() == change.revision() {
-            return self.write(change, &facts, write).await;
+        let before = if facts.fingerprint() == change.revision() {
+            facts
+        } else {
+            let undone = facts.undone(write);
+            match undone
+                .into_iter()
+                .find(|b| b.fingerprint() == change.revision())
+            {
+                Some(before) => before,
+                None => return self.moved(facts).await,
+            }
+        };
+        if before.write_for(change.change_type(), self.offered) != Some(write) {
+            return self.not_offered(change);
         }
-        let undone = facts.undone(write);
-        match undone.iter().find(|b| b.fingerprint() == change.revision()) {
-            Some(before) => self.write(change, before, write).await,
-            None => self.moved(facts).await,
+        self.write(change, &before, write).await
+    }
+
+    /// A change not offered on the record it would be written on: refused, nothing sent.
+    fn not_offered(&self, change: &(impl ConfirmedCommand + ?Sized)) -> CommandOutcome {
+        CommandOutcome::Rejected {
+            status: 422,
+            message: format!(
+                "{} is not offered on this subscription",
+                change.change_type()
+            ),
         }
     }
 

@@ -107,6 +107,7 @@ fn op(key: &str) -> Operation {
         outcome: None,
         created_at: 0,
         updated_at: 0,
+        asked_at: None,
     }
 }
 

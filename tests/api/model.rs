@@ -488,6 +488,7 @@ async fn play(held: bool, strict: bool, steps: &[Step]) -> Result<(), String> {
                         outcome: None,
                         created_at: 0,
                         updated_at: 0,
+                        asked_at: None,
                     };
                     // Only what the guard itself would do: claim (if nobody has), and send
                     // only under the claim; a held change only as its approver, after the
@@ -852,15 +853,161 @@ async fn with_a_provider_that_cannot_be_read_nothing_is_sent() {
     );
 }
 
+/// A billing system without a history of request keys (Stripe, section 8): every key is
+/// unknown to it, and each command sent again is counted and its answer lost.
+struct Resending {
+    resent: Arc<Mutex<usize>>,
+}
+
+impl Provider for Resending {
+    fn list<'a>(&'a self, _: &'a str) -> Call<'a, Result<Vec<Subscription>, ServiceError>> {
+        Box::pin(async { Err(ServiceError::Invalid("not asked here".into())) })
+    }
+
+    fn get<'a>(&'a self, _: &'a str) -> Call<'a, Result<Option<Subscription>, ServiceError>> {
+        Box::pin(async { Err(ServiceError::Invalid("not asked here".into())) })
+    }
+
+    fn change_by_key<'a>(&'a self, _: &'a str) -> Call<'a, Result<KeyState, ServiceError>> {
+        Box::pin(async { Ok(KeyState::NotFound) })
+    }
+
+    fn send_change<'a>(&'a self, _: &'a dyn ConfirmedCommand) -> Call<'a, CommandOutcome> {
+        Box::pin(async { CommandOutcome::Unknown("not sent here".into()) })
+    }
+
+    fn resend<'a>(&'a self, _: &'a dyn ConfirmedCommand) -> Call<'a, Option<CommandOutcome>> {
+        *self.resent.lock().unwrap() += 1;
+        Box::pin(async { Some(CommandOutcome::Unknown("the answer was lost".into())) })
+    }
+}
+
+/// An operation of `subscription`, claimed and sent (its command left) just now, for a
+/// question asked at `asked_at`.
+async fn sent(store: &Store, subscription: &str, asked_at: Option<i64>) -> Operation {
+    let now = actiongate::store::now_ms();
+    let op = Operation {
+        request_key: format!("k-{subscription}"),
+        sender_id: "model".into(),
+        account: "acct-7".into(),
+        subscription: subscription.into(),
+        change_type: "stop_renewal".into(),
+        revision: 4,
+        terms: Terms {
+            tag: TAG.into(),
+            label: LABEL.into(),
+            effective: EFFECTIVE.into(),
+            entitlements: ENTITLEMENTS.into(),
+        },
+        state: OpState::Claimed,
+        outcome: None,
+        created_at: now,
+        updated_at: now,
+        asked_at,
+    };
+    assert_eq!(store.claim(&op).await.unwrap(), Claim::Claimed);
+    assert!(store.mark_sent(&op.request_key).await.unwrap());
+    store.operation(&op.request_key).await.unwrap().unwrap()
+}
+
+fn resending(store: &Store, window: Duration) -> (Guard, Arc<Mutex<usize>>) {
+    let resent = Arc::new(Mutex::new(0));
+    let config = ConsentConfig {
+        window,
+        in_flight_wait: Duration::from_millis(400),
+        ..ConsentConfig::default()
+    };
+    let provider = Resending {
+        resent: resent.clone(),
+    };
+    (Guard::new(config, provider, store.clone()), resent)
+}
+
+/// Section 8's resend never races the command's own send: a check (the console's, the
+/// status call's) of a command its sender is still waiting on sends nothing, and a command
+/// taken over to be sent again cannot then be given back as never sent by a sender that
+/// answers late (which would free the key of a command that left twice).
+#[tokio::test]
+async fn a_command_still_with_its_sender_is_not_sent_again_nor_given_back_once_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("actiongate.db").display());
+    let store = Store::connect(&db).await.unwrap();
+    let (guard, resent) = resending(&store, Duration::from_secs(600));
+    let asked = Some(actiongate::store::now_ms());
+    let op = sent(&store, "WS-SUB-1", asked).await;
+    assert_eq!(
+        said(&guard.reconcile(&op).await.unwrap()),
+        "pending_verification/outcome_unknown"
+    );
+    assert_eq!(*resent.lock().unwrap(), 0, "left to its sender");
+    let now = store.operation(&op.request_key).await.unwrap().unwrap();
+    assert_eq!(now.state, OpState::Sent);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Past the wait: taken over (sent → unknown), then sent again.
+    assert_eq!(
+        said(&guard.reconcile(&now).await.unwrap()),
+        "pending_verification/outcome_unknown"
+    );
+    assert_eq!(*resent.lock().unwrap(), 1, "sent again");
+    let taken = store.operation(&op.request_key).await.unwrap().unwrap();
+    assert_eq!(taken.state, OpState::Unknown);
+    // The first sender's late "never sent" leaves it: the key stays taken.
+    assert!(!store.release(&op.request_key).await.unwrap());
+    let kept = store.operation(&op.request_key).await.unwrap().unwrap();
+    assert_eq!(kept.state, OpState::Unknown);
+    // A stale view of it (still sent as first read) takes nothing over twice.
+    assert!(!store
+        .take_over_sent(&op.request_key, now.updated_at)
+        .await
+        .unwrap());
+}
+
+/// Section 8's window is the confirmation's: counted from the question the yes answered,
+/// not from the claim (nor from an approval hours later); without the question's time,
+/// nothing is sent again.
+#[tokio::test]
+async fn a_command_is_sent_again_only_within_the_questions_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("actiongate.db").display());
+    let store = Store::connect(&db).await.unwrap();
+    let window = Duration::from_secs(60);
+    let (guard, resent) = resending(&store, window);
+    let now = actiongate::store::now_ms();
+    for (subscription, asked, resends) in [
+        ("WS-SUB-1", Some(now - 10_000), 1),
+        ("WS-SUB-2", Some(now - 61_000), 0),
+        ("WS-SUB-3", None, 0),
+    ] {
+        let op = sent(&store, subscription, asked).await;
+        // Its sender learned nothing (the answer was lost): unknown.
+        assert!(store
+            .set_state(&op.request_key, OpState::Unknown, None)
+            .await
+            .unwrap());
+        let unknown = store.operation(&op.request_key).await.unwrap().unwrap();
+        *resent.lock().unwrap() = 0;
+        assert_eq!(
+            said(&guard.reconcile(&unknown).await.unwrap()),
+            "pending_verification/outcome_unknown"
+        );
+        assert_eq!(
+            *resent.lock().unwrap(),
+            resends,
+            "{subscription}: claimed just now, asked {asked:?}"
+        );
+    }
+}
+
 /// One owner for an operation's life: in the product, only `consent::lifecycle` calls the
 /// store's moves (claim, send, end, give back, resolve by event), and only the store's
 /// own module writes the operations table. A new caller elsewhere (say the events inbox
 /// writing `applied` itself again) fails here and must go through the lifecycle.
 #[test]
 fn an_operation_moves_only_through_its_lifecycle() {
-    const MOVES: [&str; 6] = [
+    const MOVES: [&str; 7] = [
         ".claim(",
         ".mark_sent(",
+        ".take_over_sent(",
         ".set_state(",
         ".release(",
         ".release_stale_claim(",
@@ -876,7 +1023,10 @@ fn an_operation_moves_only_through_its_lifecycle() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 sources(&path, found);
-            } else if path.extension().is_some_and(|e| e == "rs") {
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && !path.to_string_lossy().ends_with("tests.rs")
+            {
+                // The product's sources; unit tests set up states directly.
                 found.push(path);
             }
         }

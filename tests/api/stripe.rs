@@ -396,6 +396,8 @@ async fn a_lost_answer_is_sent_again_under_the_same_key_within_the_window_only()
     let lossy = proxy::start(&url, OnWrite::LoseTheAnswer).await;
     let app = app_at(&lossy.url, |_| {}).await;
     let mut c = Chat::new("stripe-resent", Some(&cus));
+    // Asked now: the window of a command sent again is counted from the question.
+    c.t = now() as f64;
     c.request_change(&app, &sub, "stop_renewal").await.unwrap();
     assert_eq!(
         c.say_yes_and_apply(&app).await["status"],
@@ -432,12 +434,14 @@ async fn a_lost_answer_is_sent_again_under_the_same_key_within_the_window_only()
     let lossy = proxy::start(&url, OnWrite::LoseTheAnswer).await;
     let app = app_at(&lossy.url, |s| s.consent.window = Duration::from_secs(2)).await;
     let mut c = Chat::new("stripe-expired", Some(&cus));
+    // Asked 10 s ago, answered within the 2 s window: by the time the outcome is looked
+    // into, the confirmation is past its window, counted from the question.
+    c.t = now() as f64 - 10.0;
     c.request_change(&app, &sub, "stop_renewal").await.unwrap();
     assert_eq!(
         c.say_yes_and_apply(&app).await["status"],
         "pending_verification"
     );
-    tokio::time::sleep(Duration::from_millis(2500)).await;
     lossy.set(OnWrite::PassThrough);
     assert_eq!(app.guard.reconcile_all(Duration::ZERO).await.unwrap(), 0);
     assert_eq!(lossy.writes(), 1, "not sent again past the window");

@@ -136,6 +136,11 @@ impl ConfirmedCommand for Command {
 /// The provider at `url`, its readings in a store of its own (a SQLite file in the
 /// directory returned, removed when it is dropped).
 async fn provider(url: &str) -> (StripeProvider, tempfile::TempDir) {
+    provider_offering(url, Offered::default()).await
+}
+
+/// The provider at `url`, offering `offered`.
+async fn provider_offering(url: &str, offered: Offered) -> (StripeProvider, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::connect(&format!("sqlite:{}/readings.db", dir.path().display()))
         .await
@@ -144,7 +149,7 @@ async fn provider(url: &str) -> (StripeProvider, tempfile::TempDir) {
         &StripeSettings {
             api_key: "sk_test_stand_in".into(),
             api_base: url.into(),
-            offered: Offered::default(),
+            offered,
             timeout: Duration::from_secs(5),
             webhook_secret: None,
         },
@@ -308,6 +313,34 @@ async fn an_unknown_outcome_is_sent_again_under_the_same_key_only_onto_the_confi
     let outcome = resend(&url, fingerprint(&before)).await;
     assert!(matches!(outcome, CommandOutcome::Stale(_)), "{outcome:?}");
     assert!(writes(&seen).is_empty(), "nothing sent");
+}
+
+#[tokio::test]
+async fn a_change_no_longer_offered_is_not_sent_again() {
+    // Stopping renewal was offered when the customer said yes, and is not any more (the
+    // configuration changed before the outcome was known): the resend is checked as the
+    // first write was, onto the confirmed record or that record with the change made.
+    let offered = Offered {
+        stop_renewal: false,
+        ..Offered::default()
+    };
+    let before = record(false, 1000);
+    let mut made = record(true, 1000);
+    made["cancel_at"] = json!(1798761600);
+    for now in [before.clone(), made] {
+        let (url, seen) = stand_in(now.clone(), 200, now).await;
+        let (provider, _dir) = provider_offering(&url, offered).await;
+        let outcome = provider
+            .resend(&Command {
+                revision: fingerprint(&before),
+            })
+            .await;
+        assert!(
+            matches!(outcome, CommandOutcome::Rejected { status: 422, .. }),
+            "{outcome:?}"
+        );
+        assert!(writes(&seen).is_empty(), "nothing sent");
+    }
 }
 
 /// The spans of the calls made, with the status each answer had.
