@@ -52,27 +52,41 @@ pub struct Fresh;
 
 impl Arena for Fresh {
     async fn start(&self, confirm_slot: Option<&str>) -> Result<Running, EvalError> {
-        let dir = DataDir::new()?;
-        let mut settings = settings(&dir.0, &[])?;
-        settings.consent.signals.confirm_slot = confirm_slot.map(str::to_owned);
-        let started = app::start(&settings)
-            .await
-            .map_err(|e| EvalError::Start(e.to_string()))?;
-        let http = started.http.expect("the webhook is served");
-        let handle = http.handle();
-        tokio::spawn(http);
-        let service = started
-            .embedded_port
-            .expect("the eval runs the embedded service");
+        let (server, embedded) = serve(&[], confirm_slot).await?;
+        let service = embedded.expect("the eval runs the embedded service");
         Ok(Running {
-            server: format!("http://127.0.0.1:{}", started.port),
             service: format!("http://127.0.0.1:{service}"),
-            handle,
-            // The server's background first, then its data directory.
-            keep: Box::new((started.background, dir)),
             stripe: None,
+            ..server
         })
     }
+}
+
+/// actiongate started on a data directory of its own with `flags` and `confirm_slot`,
+/// its webhook served: as [`Running`] (its service and Stripe's world still to fill in),
+/// and the embedded service's port, if it runs one.
+async fn serve(
+    flags: &[&str],
+    confirm_slot: Option<&str>,
+) -> Result<(Running, Option<u16>), EvalError> {
+    let dir = DataDir::new()?;
+    let mut settings = settings(&dir.0, flags)?;
+    settings.consent.signals.confirm_slot = confirm_slot.map(str::to_owned);
+    let started = app::start(&settings)
+        .await
+        .map_err(|e| EvalError::Start(e.to_string()))?;
+    let http = started.http.expect("the webhook is served");
+    let handle = http.handle();
+    tokio::spawn(http);
+    let running = Running {
+        server: format!("http://127.0.0.1:{}", started.port),
+        service: String::new(),
+        handle,
+        // The server's background first, then its data directory.
+        keep: Box::new((started.background, dir)),
+        stripe: None,
+    };
+    Ok((running, started.embedded_port))
 }
 
 /// A fresh actiongate each time with `provider: stripe`, and a fresh world in localstripe
@@ -85,29 +99,17 @@ impl Arena for AtStripe {
     async fn start(&self, confirm_slot: Option<&str>) -> Result<Running, EvalError> {
         actiongate::telemetry::install_crypto();
         let world = self.worlds.take().await?;
-        let dir = DataDir::new()?;
-        let mut settings = settings(
-            &dir.0,
-            &[
-                "--subscriptions-provider",
-                "stripe",
-                "--stripe-api-base",
-                &world.proxy.url,
-            ],
-        )?;
-        settings.consent.signals.confirm_slot = confirm_slot.map(str::to_owned);
-        let started = app::start(&settings)
-            .await
-            .map_err(|e| EvalError::Start(e.to_string()))?;
-        let http = started.http.expect("the webhook is served");
-        let handle = http.handle();
-        tokio::spawn(http);
+        let flags = [
+            "--subscriptions-provider",
+            "stripe",
+            "--stripe-api-base",
+            &world.proxy.url,
+        ];
+        let (server, _) = serve(&flags, confirm_slot).await?;
         Ok(Running {
-            server: format!("http://127.0.0.1:{}", started.port),
             service: world.api.clone(),
-            handle,
-            keep: Box::new((started.background, dir)),
             stripe: Some(world),
+            ..server
         })
     }
 

@@ -120,16 +120,7 @@ impl World {
         let http = reqwest::Client::new();
         let post = |path: String, form: Vec<(String, String)>| {
             let http = http.clone();
-            let url = format!("{api}{path}");
-            async move {
-                let answer = http.post(url).bearer_auth(key).form(&form).send().await?;
-                let status = answer.status();
-                let body: Value = answer.json().await?;
-                if !status.is_success() {
-                    return Err(EvalError::Start(format!("localstripe {path}: {body}")));
-                }
-                Ok::<Value, EvalError>(body)
-            }
+            async move { post_form(&http, api, key, &path, &form).await }
         };
         let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
         let mut ids = Vec::new();
@@ -235,22 +226,13 @@ impl World {
             if first {
                 continue;
             }
-            let answer = http
-                .post(&url)
-                .bearer_auth(&self.key)
-                .form(&[
-                    ("items[0][id]", item.as_str()),
-                    ("items[0][plan]", FIRST),
-                    ("cancel_at_period_end", "false"),
-                ])
-                .send()
-                .await?;
-            if !answer.status().is_success() {
-                return Err(EvalError::Start(format!(
-                    "reset: localstripe answered {}",
-                    answer.status()
-                )));
-            }
+            let form = [
+                ("items[0][id]", item.as_str()),
+                ("items[0][plan]", FIRST),
+                ("cancel_at_period_end", "false"),
+            ];
+            let path = format!("/v1/subscriptions/{id}");
+            post_form(&http, &self.api, &self.key, &path, &form).await?;
         }
         *self.moves.lock().expect("not poisoned") = 0;
         Ok(())
@@ -268,20 +250,34 @@ impl World {
             *moves += 1;
             MOVES[(*moves - 1) % MOVES.len()]
         };
-        let answer = reqwest::Client::new()
-            .post(format!("{}/v1/subscriptions/{id}", self.api))
-            .bearer_auth(&self.key)
-            .form(&[("items[0][id]", item.as_str()), ("items[0][plan]", plan)])
-            .send()
-            .await?;
-        if !answer.status().is_success() {
-            return Err(EvalError::Start(format!(
-                "move: localstripe answered {}",
-                answer.status()
-            )));
-        }
+        let form = [("items[0][id]", item.as_str()), ("items[0][plan]", plan)];
+        let path = format!("/v1/subscriptions/{id}");
+        post_form(&reqwest::Client::new(), &self.api, &self.key, &path, &form).await?;
         Ok(())
     }
+}
+
+/// A form posted to localstripe at `path`, past the count: its answer, or what it said
+/// when it refused.
+async fn post_form(
+    http: &reqwest::Client,
+    api: &str,
+    key: &str,
+    path: &str,
+    form: &(impl serde::Serialize + ?Sized),
+) -> Result<Value, EvalError> {
+    let answer = http
+        .post(format!("{api}{path}"))
+        .bearer_auth(key)
+        .form(form)
+        .send()
+        .await?;
+    let status = answer.status();
+    let body: Value = answer.json().await?;
+    if !status.is_success() {
+        return Err(EvalError::Start(format!("localstripe {path}: {body}")));
+    }
+    Ok(body)
 }
 
 impl World {
