@@ -15,7 +15,12 @@
   (bench/real_actions.sh): earlier turns, then the customer asking to stop the renewal of
   WS-SUB-3304 (select), or the same conversation asked and answered "yes" (apply).
 
-Usage: make_bodies.py OUT_DIR [--sizes 10,1000,10000] [--real]
+* with ``--pro`` as well, ``select-pro-<N>.json`` and ``apply-pro-<N>.json``: the same
+  conversations with every customer turn's ``parse_data`` as Rasa Pro's NLU pipeline writes
+  it (an intent ranking of ten, entities with their extractor and processors, the response
+  selector's output with its rankings), so the history's bytes are mostly customer turns.
+
+Usage: make_bodies.py OUT_DIR [--sizes 10,1000,10000] [--real] [--pro]
 """
 
 import argparse
@@ -89,7 +94,70 @@ def tokens(text):
     return out
 
 
+# Whether customer turns carry Rasa Pro's full parse_data (--pro).
+SHAPE = {"pro": False}
+
+PRO_INTENTS = [
+    "greet", "list_subscriptions", "request_stop_renewal", "deny", "affirm",
+    "faq", "chitchat", "goodbye", "request_resume_renewal", "out_of_scope",
+]
+RETRIEVAL = ["faq/ask_billing", "faq/ask_delivery", "faq/ask_pause", "faq/ask_refund",
+             "faq/ask_address", "chitchat/ask_weather", "chitchat/ask_name",
+             "chitchat/ask_bot", "chitchat/thanks", "chitchat/how_are_you"]
+
+
+def pro_parse_data(rng, intent, text, message_id, metadata):
+    """parse_data as Rasa Pro's NLU pipeline (DIET, regex and synonym processors, a
+    response selector) writes it for one customer turn."""
+    ranking = [{"name": intent, "confidence": 0.9731}] + [
+        {"name": other, "confidence": round(rng.random() * 0.02, 8)}
+        for other in PRO_INTENTS if other != intent
+    ][:9]
+    entities = [
+        {"entity": "change_type", "start": 7, "end": 22, "confidence_entity": round(0.99 - rng.random() * 0.01, 8),
+         "role": None, "group": None, "value": "stop_renewal", "extractor": "DIETClassifier",
+         "processors": ["EntitySynonymMapper"]},
+        {"entity": "subscription", "start": 30, "end": 41, "value": "Style Box",
+         "extractor": "RegexEntityExtractor"},
+        {"entity": "time", "start": 45, "end": 57, "text": "next january", "value": "2027-01-01T00:00:00.000+00:00",
+         "confidence": 1.0, "additional_info": {"values": [{"value": "2027-01-01T00:00:00.000+00:00",
+                                                             "grain": "month", "type": "value"}],
+                                                "value": "2027-01-01T00:00:00.000+00:00", "grain": "month",
+                                                "type": "value"},
+         "extractor": "DucklingEntityExtractor"},
+    ]
+
+    def selector(prefix):
+        keys = [k for k in RETRIEVAL if k.startswith(prefix)] or RETRIEVAL
+        top = keys[0]
+        return {
+            "response": {"responses": [{"text": "Our boxes ship on the first working day of each month."}],
+                         "confidence": 0.9142, "intent_response_key": top,
+                         "utter_action": "utter_" + top},
+            "ranking": [{"confidence": round(0.9142 if k == top else rng.random() * 0.05, 8),
+                         "intent_response_key": k} for k in RETRIEVAL],
+        }
+
+    return {
+        "intent": {"name": intent, "confidence": 0.9731},
+        "entities": entities,
+        "text": text,
+        "message_id": message_id,
+        "metadata": metadata,
+        "text_tokens": tokens(text),
+        "intent_ranking": ranking,
+        "response_selector": {
+            "all_retrieval_intents": ["faq", "chitchat"],
+            "default": selector(""),
+            "faq": selector("faq/"),
+            "chitchat": selector("chitchat/"),
+        },
+    }
+
+
 def parse_data(rng, intent, text, message_id, metadata):
+    if SHAPE["pro"]:
+        return pro_parse_data(rng, intent, text, message_id, metadata)
     ranking = [{"name": intent, "confidence": 0.97}] + [
         {"name": other, "confidence": round(rng.random() * 0.03, 6)}
         for other, _ in UTTERANCES
@@ -336,6 +404,7 @@ def main(argv):
     parser.add_argument("out_dir")
     parser.add_argument("--sizes", default="10,1000,10000")
     parser.add_argument("--real", action="store_true")
+    parser.add_argument("--pro", action="store_true")
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     for n in (int(s) for s in args.sizes.split(",")):
@@ -350,13 +419,21 @@ def main(argv):
         json.dump(apply_body(), f)
     print("%s %d bytes" % (path, os.path.getsize(path)))
     if args.real:
-        for n in (int(s) for s in args.sizes.split(",")):
-            for name, body in (("select", apply_body(n, stop_at_request=True)), ("apply", apply_body(n))):
-                path = os.path.join(args.out_dir, "%s-%d.json" % (name, n))
-                with open(path, "w") as f:
-                    json.dump(body, f)
-                print("%s %d bytes, %d events" % (path, os.path.getsize(path), len(body["tracker"]["events"])))
+        write_real(args.out_dir, args.sizes, "")
+    if args.pro:
+        SHAPE["pro"] = True
+        write_real(args.out_dir, args.sizes, "pro-")
+        SHAPE["pro"] = False
 
+
+def write_real(out_dir, sizes, shape):
+    """select-<shape><N>.json and apply-<shape><N>.json for each size."""
+    for n in (int(s) for s in sizes.split(",")):
+        for name, body in (("select", apply_body(n, stop_at_request=True)), ("apply", apply_body(n))):
+            path = os.path.join(out_dir, "%s-%s%d.json" % (name, shape, n))
+            with open(path, "w") as f:
+                json.dump(body, f)
+            print("%s %d bytes, %d events" % (path, os.path.getsize(path), len(body["tracker"]["events"])))
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -3,8 +3,9 @@
 # (bench/seed_actions: select and apply, aiohttp to the service) against `actiongate
 # serve`, both calling one `actiongate subscription-service` process, with the same bodies
 # (bench/make_bodies.py --real: select at 10 / 1,000 / 10,000 events, and the confirmed
-# "yes" delivered again, so each takes its repeat path), `wrk -t2 -c16`, and the CPU time
-# of each server process per request read from /proc. Issue 17's table, in one command.
+# "yes" delivered again, so each takes its repeat path), then the same conversations with
+# Rasa Pro's full parse_data on every customer turn (--pro), `wrk -t2 -c16`, and the CPU
+# time of each server process per request read from /proc. Issue 17's table, in one command.
 #
 # Then, for actiongate alone: the new-change path (select, the question, "yes", apply, on
 # a fresh record each time, 16 customers at once: crates/tools/examples/apply_load.rs) with
@@ -25,41 +26,19 @@ SIZES="10,1000,10000"
 BUILD=1
 OUT="bench/results/real-actions.md"
 VENV="${REAL_VENV:-$ROOT/.venv-real}"
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --duration) DURATION="$2"; shift ;;
-    --sizes) SIZES="$2"; shift ;;
-    --no-build) BUILD=0 ;;
-    --out) OUT="$2"; shift ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-  shift
-done
-log() { printf '[real] %s\n' "$*" >&2; }
-WORK=$(mktemp -d /tmp/actiongate-real.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; PIDS=(); }
-trap 'cleanup; rm -rf "$WORK"' EXIT
-
-command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }
-REQUIREMENTS="$ROOT/bench/seed_actions/requirements.txt"
-if ! cmp -s "$REQUIREMENTS" "$VENV/.requirements" 2>/dev/null; then
-  log "making $VENV from bench/seed_actions/requirements.txt"
-  [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q -r "$REQUIREMENTS"
-  cp "$REQUIREMENTS" "$VENV/.requirements"
-fi
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+bench_args "$@"
+bench_workdir real
+need_wrk
+seed_venv
 if [[ "$BUILD" == 1 ]]; then
   cargo build --release --quiet --bin actiongate
   cargo build --release --quiet -p tools --example apply_load
 fi
 BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
 APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
-python3 bench/make_bodies.py "$WORK" --sizes "$SIZES" --real >/dev/null
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
-wait_http() { for _ in $(seq 300); do curl -sf -o /dev/null "$1" && return 0; sleep 0.2; done; log "not ready: $1"; return 1; }
+python3 bench/make_bodies.py "$WORK" --sizes "$SIZES" --real --pro >/dev/null
 
 SP=$(free_port); AP=$(free_port); PP=$(free_port)
 setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
@@ -72,78 +51,30 @@ PIDS+=($!); AG_PID=$!
   exec setsid "$VENV/bin/python" -m rasa_sdk --actions seed_actions -p "$PP") >"$WORK/python.log" 2>&1 &
 PIDS+=($!); PY_PID=$!
 wait_http "http://127.0.0.1:$AP/health"; wait_http "http://127.0.0.1:$PP/health"
-# CPU of a server: every process of its group (rasa-sdk serves in a child of its primary).
-group_ticks() {
-  local total=0 pid t
-  for pid in $(ps -o pid= -g "$1"); do
-    t=$(cpu_ticks "$pid" 2>/dev/null || echo 0); total=$((total + ${t:-0}))
-  done
-  echo "$total"
-}
-
-# Each server changes records of its own, one per size (RA-<server>-<N>, a copy of the demo
-# data's WS-SUB-3304), so each one's first "yes" makes the change and every later delivery
-# is a repeat for it. The bodies are the same but for that id.
-put_record() { # ID
-  python3 - "$SP" "$1" <<'PY'
-import json, sys, urllib.request
-port, rid = sys.argv[1], sys.argv[2]
-base = f"http://127.0.0.1:{port}/v1/subscriptions/"
-record = json.load(urllib.request.urlopen(base + "WS-SUB-3304"))
-record.pop("revision", None)
-record["id"] = rid
-req = urllib.request.Request(base + rid, data=json.dumps(record).encode(), method="PUT",
-                             headers={"Content-Type": "application/json"})
-print(json.loads(urllib.request.urlopen(req).read())["revision"])
-PY
-}
-declare -A REVISION
-body_for() { # ACTION N SERVER: the body, with the server's record and its revision
-  local out="$WORK/$1-$2-$3.json"
-  [[ -f "$out" ]] || sed -e "s/WS-SUB-3304 stop_renewal r4/RA-$3-$2 stop_renewal r${REVISION[$3-$2]}/g" \
-    -e "s/WS-SUB-3304/RA-$3-$2/g" "$WORK/$1-$2.json" >"$out"
-  echo "$out"
-}
 
 RESULTS="$WORK/results.tsv"; : >"$RESULTS"
-# measure ACTION SIZE NAME PORT PID BODY: warm-up, one timed wrk run; req/s, p99, CPU µs/req.
-measure() {
-  local action="$1" size="$2" name="$3" port="$4" pid="$5" body="$6" line c0 c1
-  BENCH_BODY="$body" wrk -t2 -c16 -d2s -s bench/post_body.lua "http://127.0.0.1:$port" >/dev/null 2>&1
-  c0=$(group_ticks "$pid")
-  line=$(BENCH_BODY="$body" wrk -t2 -c16 -d"${DURATION}s" --timeout 30s --latency -s bench/post_body.lua \
-    "http://127.0.0.1:$port" 2>&1 | awk '/^RESULT/ {print $2, $3, $4, $5, $6, $7}')
-  c1=$(group_ticks "$pid")
-  read -r rps p50 p99 requests bad sock <<<"$line"
-  python3 - "$action" "$size" "$name" "$rps" "$p99" "$requests" "$bad" "$sock" "$((c1 - c0))" "$(getconf CLK_TCK)" >>"$RESULTS" <<'PY'
-import sys
-action, size, name, rps, p99, requests, bad, sock, ticks, tck = sys.argv[1:]
-cpu = int(ticks) / int(tck) * 1e6 / max(1, int(requests))
-print("\t".join([action, size, name, "%.0f" % float(rps), "%.2f" % (int(p99) / 1000), "%.0f" % cpu, str(int(bad) + int(sock))]))
-PY
-  log "$(tail -1 "$RESULTS")"
-}
-check() { # NAME PORT BODY: the answer is 200 and names an outcome
-  local code
-  code=$(curl -s -o "$WORK/check.out" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "@$3" "http://127.0.0.1:$2/webhook")
-  [[ "$code" == 200 ]] || { log "$1: HTTP $code: $(head -c 300 "$WORK/check.out")"; exit 1; }
-  python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); s={e["name"]: e.get("value") for e in b["events"] if e.get("event")=="slot"}; print(sys.argv[2], s.get("change_status"), s.get("change_reason"))' "$WORK/check.out" "$1" >&2
-}
-
 IFS=, read -r -a SIZE_LIST <<<"$SIZES"
 # Select first, while the records still offer the change; then apply: each server's first
 # apply (the check) makes the change on its record, after which it takes its repeat path
 # (actiongate: the store's recorded outcome; the sample: the record read again and
 # compared, and refused as moved on).
 for n in "${SIZE_LIST[@]}"; do
-  for server in python actiongate; do REVISION[$server-$n]=$(put_record "RA-$server-$n"); done
+  for server in python actiongate; do
+    for shape in "" pro-; do REVISION[RA-$server-$shape$n]=$(put_record "$SP" "RA-$server-$shape$n"); done
+  done
 done
-for action in select apply; do
-  for n in "${SIZE_LIST[@]}"; do
-    check actiongate "$AP" "$(body_for "$action" "$n" actiongate)"
-    check python "$PP" "$(body_for "$action" "$n" python)"
-    measure "$action" "$n" python "$PP" "$PY_PID" "$(body_for "$action" "$n" python)"
-    measure "$action" "$n" actiongate "$AP" "$AG_PID" "$(body_for "$action" "$n" actiongate)"
+# The bench's own bodies, then the same conversations with Rasa Pro's full parse_data on
+# every customer turn (bench/make_bodies.py --pro).
+for shape in "" pro-; do
+  for action in select apply; do
+    for n in "${SIZE_LIST[@]}"; do
+      for server in actiongate python; do
+        port=$AP; [[ $server == python ]] && port=$PP
+        check_answer "$server" "http://127.0.0.1:$port" "$(body_for "$action-$shape$n" "RA-$server-$shape$n")"
+      done
+      measure "$action$shape" "$n" python "http://127.0.0.1:$PP" "$PY_PID" "$(body_for "$action-$shape$n" "RA-python-$shape$n")"
+      measure "$action$shape" "$n" actiongate "http://127.0.0.1:$AP" "$AG_PID" "$(body_for "$action-$shape$n" "RA-actiongate-$shape$n")"
+    done
   done
 done
 
@@ -159,7 +90,6 @@ GET_RPS=$(awk '/^Requests\/sec/ {print $2}' <<<"$GET")
 GET_N=$(awk '/requests in/ {print $1}' <<<"$GET")
 GET_CPU=$(python3 -c "import sys; print('%.0f' % ((int(sys.argv[1]) / int(sys.argv[2])) * 1e6 / max(1, int(sys.argv[3]))))" "$((s1 - s0))" "$(getconf CLK_TCK)" "$GET_N")
 log "service GET: $GET_RPS req/s, $GET_CPU µs/req"
-hwm() { local max=0 pid k; for pid in $(ps -o pid= -g "$1"); do k=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0); ((k > max)) && max=$k; done; echo "$max"; }
 AG_HWM=$(hwm "$AG_PID"); PY_HWM=$(hwm "$PY_PID")
 
 mkdir -p "$(dirname "$OUT")"
@@ -171,12 +101,14 @@ rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 by = {(r[0], r[1], r[2]): r for r in rows}
 lines = ["| action | events | Python req/s | actiongate req/s | Python p99 ms | actiongate p99 ms | Python CPU µs/req | actiongate CPU µs/req | CPU less by | req/s more by |",
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-for action in ("select", "apply"):
+LABELS = {"select": "select", "apply": "apply (repeat)",
+          "selectpro-": "select, Rasa Pro parse_data", "applypro-": "apply (repeat), Rasa Pro parse_data"}
+for action in LABELS:
     for size in dict.fromkeys(r[1] for r in rows):
         py, ag = by.get((action, size, "python")), by.get((action, size, "actiongate"))
         if not py or not ag:
             continue
-        label = "apply (repeat)" if action == "apply" else action
+        label = LABELS[action]
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %.1f× | %.1f× |" % (
             label, "{:,}".format(int(size)), "{:,}".format(int(py[3])), "{:,}".format(int(ag[3])), py[4], ag[4],
             "{:,}".format(int(py[5])), "{:,}".format(int(ag[5])),

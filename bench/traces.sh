@@ -15,20 +15,10 @@ cd "$ROOT"
 DURATION=10
 BUILD=1
 OUT="bench/results/traces.md"
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --duration) DURATION="$2"; shift ;;
-    --no-build) BUILD=0 ;;
-    --out) OUT="$2"; shift ;;
-    *) echo "unknown argument: $1" >&2; exit 2 ;;
-  esac
-  shift
-done
-log() { printf '%s\n' "$*" >&2; }
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+bench_args "$@"
+bench_workdir traces
 if [[ "$BUILD" == 1 ]]; then
   cargo build --release --quiet --bin actiongate
   cargo build --release --quiet -p tools --example apply_load --example otlp_sink
@@ -36,8 +26,6 @@ fi
 BIN="$ROOT/target/release/actiongate"
 APPLY_LOAD="$ROOT/target/release/examples/apply_load"
 SINK="$ROOT/target/release/examples/otlp_sink"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 300); do curl -sf -o /dev/null "$1" && return 0; sleep 0.2; done; log "not ready: $1"; return 1; }
 
 SP=$(free_port); OFF=$(free_port); ON=$(free_port); CP=$(free_port)
 setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
