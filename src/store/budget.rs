@@ -14,24 +14,23 @@ impl Store {
         capacity: f64,
         per_second: f64,
     ) -> Result<bool, StoreError> {
+        // A bucket that holds less than one token when full never gives one.
+        if capacity < 1.0 {
+            return Ok(false);
+        }
         let now = now_ms();
-        sqlx::query(
-            "INSERT INTO rate_buckets (account, tokens, updated_at) VALUES ($1, CAST($2 AS DOUBLE PRECISION), $3) \
-             ON CONFLICT (account) DO NOTHING",
-        )
-        .bind(account)
-        .bind(capacity)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        // One statement: refill by the time elapsed (capped), then take one if there is one.
-        let refilled = "(CASE WHEN tokens + (CASE WHEN CAST($2 AS BIGINT) > updated_at THEN CAST($2 AS BIGINT) - updated_at ELSE 0 END) \
-             * CAST($3 AS DOUBLE PRECISION) > CAST($4 AS DOUBLE PRECISION) THEN CAST($4 AS DOUBLE PRECISION) \
-             ELSE tokens + (CASE WHEN CAST($2 AS BIGINT) > updated_at THEN CAST($2 AS BIGINT) - updated_at ELSE 0 END) \
-             * CAST($3 AS DOUBLE PRECISION) END)";
+        // One statement: a new bucket starts full and gives its first token; an existing one
+        // is refilled by the time elapsed (capped), then gives one if it holds one.
+        let refilled = "(CASE WHEN rate_buckets.tokens + (CASE WHEN CAST($2 AS BIGINT) > rate_buckets.updated_at \
+             THEN CAST($2 AS BIGINT) - rate_buckets.updated_at ELSE 0 END) * CAST($3 AS DOUBLE PRECISION) \
+             > CAST($4 AS DOUBLE PRECISION) THEN CAST($4 AS DOUBLE PRECISION) \
+             ELSE rate_buckets.tokens + (CASE WHEN CAST($2 AS BIGINT) > rate_buckets.updated_at \
+             THEN CAST($2 AS BIGINT) - rate_buckets.updated_at ELSE 0 END) * CAST($3 AS DOUBLE PRECISION) END)";
         let done = sqlx::query(&format!(
-            "UPDATE rate_buckets SET tokens = {refilled} - 1, updated_at = CAST($2 AS BIGINT) \
-             WHERE account = $1 AND {refilled} >= 1"
+            "INSERT INTO rate_buckets (account, tokens, updated_at) \
+             VALUES ($1, CAST($4 AS DOUBLE PRECISION) - 1, CAST($2 AS BIGINT)) \
+             ON CONFLICT (account) DO UPDATE SET tokens = {refilled} - 1, updated_at = CAST($2 AS BIGINT) \
+             WHERE {refilled} >= 1"
         ))
         .bind(account)
         .bind(now)

@@ -89,6 +89,10 @@ impl Store {
         };
         let pool = AnyPoolOptions::new()
             .max_connections(if postgres { 16 } else { 4 })
+            // A SQLite connection is a file this process holds open: it cannot go stale, so
+            // it is not pinged before each use (a round trip to its worker thread, one per
+            // statement). A PostgreSQL connection can be closed by the server: it is.
+            .test_before_acquire(postgres)
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(move |conn, _| {
                 Box::pin(async move {

@@ -316,9 +316,8 @@ async fn one_unresolved_operation_per_subscription_across_replicas(backend: Back
 
 async fn the_token_bucket_spends_and_refills(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::connect(&database_url(backend, dir.path()).await)
-        .await
-        .unwrap();
+    let url = database_url(backend, dir.path()).await;
+    let store = Store::connect(&url).await.unwrap();
     assert!(store.take_token("a", 2.0, 0.0).await.unwrap());
     assert!(store.take_token("a", 2.0, 0.0).await.unwrap());
     assert!(!store.take_token("a", 2.0, 0.0).await.unwrap(), "spent");
@@ -330,6 +329,22 @@ async fn the_token_bucket_spends_and_refills(backend: Backend) {
     assert!(!store.take_token("c", 1.0, 20.0).await.unwrap());
     tokio::time::sleep(Duration::from_millis(120)).await;
     assert!(store.take_token("c", 1.0, 20.0).await.unwrap(), "refilled");
+    assert!(
+        !store.take_token("d", 0.5, 1000.0).await.unwrap(),
+        "a bucket that holds less than one token gives none"
+    );
+    // Two replicas taking from one new bucket at once: exactly its capacity is given.
+    let other = Store::connect(&url).await.unwrap();
+    let takes = (0..12).map(|i| {
+        let replica = if i % 2 == 0 { &store } else { &other };
+        replica.take_token("e", 5.0, 0.0)
+    });
+    let given = futures_util::future::join_all(takes)
+        .await
+        .into_iter()
+        .filter(|r| *r.as_ref().unwrap())
+        .count();
+    assert_eq!(given, 5, "a new bucket shared by two replicas");
 }
 
 /// An `actiongate serve` process, killed when dropped.

@@ -148,6 +148,14 @@ pub async fn read(
             });
         }
         budget.cover(&mut held, body.len() + chunk.len())?;
+        // Past the first 64 KiB, a body that keeps its declared length is given all of it
+        // at once: one copy of each chunk, none of the whole on growing (a large tracker
+        // otherwise moves most of its bytes two more times). Only what arrives is touched.
+        if let Some(declared) = declared.filter(|&n| body.len() + chunk.len() <= n) {
+            if chunk.len() > body.capacity() - body.len() {
+                body.reserve(declared - body.len());
+            }
+        }
         body.extend_from_slice(&chunk);
     }
     let encoding = match headers.get(CONTENT_ENCODING) {

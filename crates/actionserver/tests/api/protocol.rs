@@ -868,6 +868,40 @@ async fn a_declared_length_that_never_comes_holds_no_budget() {
     drop(idle);
 }
 
+/// A body past the first 64 KiB is given its declared length at once: one sent in small
+/// pieces, and one sent whole, arrive intact.
+#[tokio::test]
+async fn a_large_body_in_small_pieces_arrives_whole() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = spawn(|_| {}).await;
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    let mut c = testkit::Chat::new("pieces", Some("acct-7"));
+    while c.events.len() < 2_000 {
+        c.user("tell me more", "chitchat", &[]);
+        c.action("action_listen");
+    }
+    let body = serde_json::to_vec(&c.request("count_events")).unwrap();
+    assert!(body.len() > 200_000, "{} bytes", body.len());
+    for piece in [8 * 1024, body.len()] {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST /webhook HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        for part in body.chunks(piece) {
+            stream.write_all(part).await.unwrap();
+            stream.flush().await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{piece}: {answer}");
+        let json: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(json["events"][0]["value"], c.events.len(), "{piece}");
+    }
+}
+
 /// A body trickled below the minimum rate, after the grace, is cut off with 408 and a JSON
 /// error; nothing runs, and the server keeps serving.
 #[tokio::test]
