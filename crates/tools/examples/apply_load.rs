@@ -6,12 +6,15 @@
 //! command). Every apply must answer `applied`; the service must hold exactly one change per
 //! record afterwards.
 //!
-//! apply_load --server URL --service URL [--duration SECS] [--concurrency N] [--records N]
-//!            [--first-record N] [--cpu-pid PID]
+//! apply_load --server URL[,URL...] --service URL [--duration SECS] [--concurrency N]
+//!            [--records N] [--first-record N] [--cpu-pid PID[,PID...]]
 //!
+//! With more than one server (replicas of one store), each change is selected on one and
+//! applied on the next, so every "yes" lands on a replica that did not ask the question.
 //! Prints one line a step, `apply_load STEP count=N per_s=R p50_ms=A p99_ms=B cpu_us=C`,
-//! for `select`, `apply` and `pair` (select then apply; C is the CPU time the process
-//! `--cpu-pid` used per pair, 0 without it), and exits non-zero on any unexpected answer.
+//! for `select`, `apply` and `pair` (select then apply; C is the CPU time the processes
+//! `--cpu-pid` used together per pair, 0 without it), and exits non-zero on any unexpected
+//! answer.
 //! Records (numbered from `--first-record`, so runs against one service don't meet) are
 //! created before the clock starts (`--records`, default 12,000); a run that uses them all
 //! up stops early and says so.
@@ -24,41 +27,46 @@ use serde_json::{json, Value};
 use testkit::{Chat, Endpoint, Service};
 
 struct Args {
-    server: String,
+    servers: Vec<String>,
     service: String,
     duration: Duration,
     concurrency: usize,
     records: usize,
     first_record: usize,
-    cpu_pid: Option<u32>,
+    cpu_pids: Vec<u32>,
 }
 
 fn args() -> Args {
     let mut a = Args {
-        server: String::new(),
+        servers: Vec::new(),
         service: String::new(),
         duration: Duration::from_secs(10),
         concurrency: 16,
         records: 12_000,
         first_record: 0,
-        cpu_pid: None,
+        cpu_pids: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
-            "--server" => a.server = value,
+            "--server" => a.servers = value.split(',').map(str::to_owned).collect(),
             "--service" => a.service = value,
             "--duration" => a.duration = Duration::from_secs(value.parse().expect("--duration")),
             "--concurrency" => a.concurrency = value.parse().expect("--concurrency"),
             "--records" => a.records = value.parse().expect("--records"),
             "--first-record" => a.first_record = value.parse().expect("--first-record"),
-            "--cpu-pid" => a.cpu_pid = Some(value.parse().expect("--cpu-pid")),
+            "--cpu-pid" => {
+                a.cpu_pids = value
+                    .split(',')
+                    .map(|p| p.parse().expect("--cpu-pid"))
+                    .collect()
+            }
             other => panic!("unknown flag {other}"),
         }
     }
     assert!(
-        !a.server.is_empty() && !a.service.is_empty(),
+        !a.servers.is_empty() && !a.service.is_empty(),
         "--server and --service are required"
     );
     a
@@ -122,8 +130,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
-/// One iteration: select then apply for record `i`; the two latencies, in ms.
-async fn change(server: &Endpoint, i: usize) -> Result<(f64, f64), String> {
+/// One iteration: select on one server, then apply on another (or the same, when there is
+/// one) for record `i`; the two latencies, in ms.
+async fn change(servers: &[Endpoint], i: usize) -> Result<(f64, f64), String> {
+    let server = &servers[i % servers.len()];
     let mut c = Chat::new(&format!("load-{i}"), Some(&account(i)));
     let t = Instant::now();
     c.request_change(server, &record_id(i), "stop_renewal")
@@ -135,6 +145,7 @@ async fn change(server: &Endpoint, i: usize) -> Result<(f64, f64), String> {
     }
     c.user("yes", "affirm", &[]);
     let request = c.request("apply_subscription_change");
+    let server = &servers[(i + 1) % servers.len()];
     let t = Instant::now();
     let (status, body) = server
         .webhook(&request)
@@ -158,8 +169,8 @@ async fn change(server: &Endpoint, i: usize) -> Result<(f64, f64), String> {
 #[tokio::main]
 async fn main() {
     let args = args();
-    let server = Endpoint::new(&args.server);
-    let http = server.http.clone();
+    let servers: Arc<[Endpoint]> = args.servers.iter().map(|s| Endpoint::new(s)).collect();
+    let http = servers[0].http.clone();
     let range = args.first_record..args.first_record + args.records;
     eprintln!("apply_load: creating {} subscription records", args.records);
     for chunk in range.clone().collect::<Vec<_>>().chunks(64) {
@@ -172,11 +183,12 @@ async fn main() {
     }
     let timings = Arc::new(Mutex::new(Timings::default()));
     let next = Arc::new(AtomicUsize::new(range.start));
-    let cpu_before = args.cpu_pid.map(cpu_us);
+    let cpu_of = |pids: &[u32]| pids.iter().map(|&p| cpu_us(p)).sum::<f64>();
+    let cpu_before = cpu_of(&args.cpu_pids);
     let started = Instant::now();
     let workers: Vec<_> = (0..args.concurrency)
         .map(|_| {
-            let (server, timings, next) = (server.clone(), timings.clone(), next.clone());
+            let (servers, timings, next) = (servers.clone(), timings.clone(), next.clone());
             let (duration, end) = (args.duration, range.end);
             tokio::spawn(async move {
                 while started.elapsed() < duration {
@@ -184,7 +196,7 @@ async fn main() {
                     if i >= end {
                         break;
                     }
-                    let result = change(&server, i).await;
+                    let result = change(&servers, i).await;
                     let mut t = timings.lock().unwrap();
                     match result {
                         Ok((select, apply)) => {
@@ -202,10 +214,7 @@ async fn main() {
         worker.await.expect("a worker panicked");
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let cpu = match (args.cpu_pid, cpu_before) {
-        (Some(pid), Some(before)) => cpu_us(pid) - before,
-        _ => 0.0,
-    };
+    let cpu = cpu_of(&args.cpu_pids) - cpu_before;
     let used = next.load(Ordering::Relaxed).min(range.end);
     if used >= range.end {
         eprintln!(

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The new-change path where the store is: select → question → "yes" → apply, a fresh
+# record each time, 16 customers at once (crates/tools/examples/apply_load.rs), on SQLite
+# with one server, on PostgreSQL with one, and on PostgreSQL with two replicas of one store
+# (each change selected on one replica and applied on the other). Prints changes per second,
+# latencies, actiongate's CPU per change (both replicas together) and PostgreSQL's, and
+# writes the table to bench/results/new-changes.md.
+#
+# Usage: bench/new_changes.sh [--duration SECONDS] [--no-build] [--out FILE]
+# ACTIONGATE_BIN and APPLY_LOAD_BIN measure other builds (an earlier commit's, say).
+# PostgreSQL: ACTIONGATE_TEST_POSTGRES_URL (a role that may CREATE DATABASE), or the local
+# cluster, installed and started when missing (scripts/postgres.sh). Needs: python3, cargo,
+# curl, psql. Everything listens on 127.0.0.1 and is stopped on exit; the bench's database
+# is dropped.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+DURATION=10
+SIZES=""
+BUILD=1
+OUT="bench/results/new-changes.md"
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+bench_args "$@"
+bench_workdir new-changes
+# shellcheck source=scripts/postgres.sh
+source "$ROOT/scripts/postgres.sh"
+start_postgres
+if [[ "$BUILD" == 1 ]]; then
+  cargo build --release --quiet --bin actiongate
+  cargo build --release --quiet -p tools --example apply_load
+fi
+BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
+APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
+
+ADMIN="$ACTIONGATE_TEST_POSTGRES_URL"
+DB="ag_bench_$$"
+PG_URL="${ADMIN%/*}/$DB"
+psql "$ADMIN" -qc "CREATE DATABASE $DB" >/dev/null
+trap 'bench_cleanup; psql "$ADMIN" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+
+SP=$(free_port)
+setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
+PIDS+=($!)
+wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
+
+# Starts a replica: NAME [DATABASE_URL]; sets PORT and PID.
+replica() {
+  PORT=$(free_port)
+  local store=()
+  [[ -n "${2:-}" ]] && store=(--database-url "$2")
+  (cd "$WORK" && exec setsid "$BIN" serve --host 127.0.0.1 --port "$PORT" --subscriptions-url "http://127.0.0.1:$SP" \
+    --data-dir "$WORK/$1" --rate-capacity 1000000 "${store[@]}") >"$WORK/$1.log" 2>&1 &
+  PIDS+=($!); PID=$!
+  wait_http "http://127.0.0.1:$PORT/health"
+}
+# CPU ticks of every PostgreSQL process (its backends live as long as the pools).
+pg_ticks() {
+  local total=0 pid t
+  for pid in $(pgrep -u postgres 2>/dev/null || true); do
+    t=$(cpu_ticks "$pid" 2>/dev/null || echo 0); total=$((total + ${t:-0}))
+  done
+  echo "$total"
+}
+
+ROWS=()
+FIRST=100000
+# run LABEL SERVERS PIDS: one apply_load run; appends a row.
+run() {
+  local p0 p1 line per_s p50 p99 cpu count pg
+  p0=$(pg_ticks)
+  line=$("$APPLY_LOAD" --server "$2" --service "http://127.0.0.1:$SP" --duration "$DURATION" \
+    --concurrency 16 --records 40000 --first-record "$FIRST" --cpu-pid "$3" | grep '^apply_load pair ')
+  p1=$(pg_ticks)
+  FIRST=$((FIRST + 100000))
+  log "$1: $line"
+  count=$(sed -E 's/.*count=([0-9]+).*/\1/' <<<"$line")
+  per_s=$(sed -E 's/.*per_s=([0-9.]+).*/\1/' <<<"$line")
+  p50=$(sed -E 's/.*p50_ms=([0-9.]+).*/\1/' <<<"$line")
+  p99=$(sed -E 's/.*p99_ms=([0-9.]+).*/\1/' <<<"$line")
+  cpu=$(sed -E 's/.*cpu_us=([0-9]+).*/\1/' <<<"$line")
+  pg="–"
+  [[ "$1" == *PostgreSQL* ]] && pg=$(python3 -c "import sys; print('{:,.0f}'.format((int(sys.argv[1]) / int(sys.argv[2])) * 1e6 / max(1, int(sys.argv[3]))))" "$((p1 - p0))" "$(getconf CLK_TCK)" "$count")
+  ROWS+=("$(python3 -c "import sys; print('| {} | {:,.0f} | {} | {} | {:,} | {} |'.format(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]))" "$1" "$per_s" "$p50" "$p99" "$cpu" "$pg")")
+}
+
+replica sqlite
+run "SQLite, one server" "http://127.0.0.1:$PORT" "$PID"
+replica pg-a "$PG_URL"; A_PORT=$PORT A_PID=$PID
+run "PostgreSQL, one server" "http://127.0.0.1:$A_PORT" "$A_PID"
+replica pg-b "$PG_URL"; B_PORT=$PORT B_PID=$PID
+run "PostgreSQL, two replicas (select on one, apply on the other)" \
+  "http://127.0.0.1:$A_PORT,http://127.0.0.1:$B_PORT" "$A_PID,$B_PID"
+
+mkdir -p "$(dirname "$OUT")"
+{
+  echo "# A new change each time: SQLite, PostgreSQL, and two replicas of one PostgreSQL store"
+  echo
+  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. Everything, the load included, on this machine's $(nproc) cores."
+  echo
+  echo "| store | changes/s | p50 ms | p99 ms | actiongate CPU µs per change | PostgreSQL CPU µs per change |"
+  echo "|---|---:|---:|---:|---:|---:|"
+  printf '%s\n' "${ROWS[@]}"
+} >"$OUT"
+cat "$OUT"
+log "table written to $OUT"
