@@ -307,7 +307,14 @@ impl Inbox {
                 )),
                 Some(now),
             ),
-            now => (Verdict::Confirmed, now.or(Some(op))),
+            Some(now) => (Verdict::Confirmed, Some(now)),
+            // Given back as never sent meanwhile, yet the change was made under its key.
+            None => (
+                Verdict::Mismatch(format!(
+                    "{reporter} reports the change made; the operation was given back as never sent"
+                )),
+                Some(op),
+            ),
         })
     }
 

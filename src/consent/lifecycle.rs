@@ -103,6 +103,29 @@ impl<'a> Lifecycle<'a> {
         Ok(outcome)
     }
 
+    /// How the sender's own command ended. Its "not made" (refused, stale, void) ends the
+    /// operation only while it is still the sender's: once a reconciler took it over
+    /// (unknown) and may have sent it again under its key, the sender's answer is about
+    /// its own write alone, so the operation stays unknown for the facts to settle
+    /// (section 4: never failed while the command may still be made).
+    pub(super) async fn sender_end(
+        &self,
+        key: &str,
+        terms: &Terms,
+        ending: Ending,
+    ) -> Result<Outcome, StoreError> {
+        let Ending::Failed(outcome) = ending else {
+            return self.end(key, terms, ending).await;
+        };
+        if self.store.fail_sent(key, &outcome).await? {
+            return Ok(outcome);
+        }
+        match self.store.operation(key).await? {
+            Some(op) if op.state.is_final() => Ok(recorded(&op)),
+            _ => Ok(pending()),
+        }
+    }
+
     /// sent or unknown → applied, because a signed service event names the operation's
     /// request key: the event proves the outcome in whatever order it arrives. `true` when
     /// this moved it; `false` when it was already resolved.
@@ -164,4 +187,64 @@ pub(super) fn not_sent() -> Outcome {
 /// What an operation answers with as recorded: its outcome, or pending while it has none.
 pub(super) fn recorded(op: &Operation) -> Outcome {
     op.outcome.clone().unwrap_or_else(pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn sent_op(store: &Store, key: &str) -> Operation {
+        let now = crate::store::now_ms();
+        let op = Operation {
+            request_key: key.to_owned(),
+            sender_id: "s".into(),
+            account: "acct-7".into(),
+            subscription: format!("SUB-{key}"),
+            change_type: "stop_renewal".into(),
+            revision: 4,
+            terms: Terms {
+                tag: format!("SUB-{key} stop_renewal r4"),
+                label: "Stop renewal".into(),
+                effective: "2027-01-01 00:00 UTC".into(),
+                entitlements: "none".into(),
+            },
+            state: OpState::Claimed,
+            outcome: None,
+            created_at: now,
+            updated_at: now,
+            asked_at: Some(now),
+        };
+        let life = Lifecycle::of(store);
+        assert_eq!(life.claim_key(&op).await.unwrap(), Claim::Claimed);
+        assert!(life.sending(key).await.unwrap());
+        store.operation(key).await.unwrap().unwrap()
+    }
+
+    /// The sender's "stale" after a reconciler took its command over (and may have sent it
+    /// again) leaves the operation unknown; while the command is still the sender's, it
+    /// ends it failed.
+    #[tokio::test]
+    async fn a_senders_not_made_after_a_take_over_leaves_the_operation_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite:{}", dir.path().join("actiongate.db").display());
+        let store = Store::connect(&db).await.unwrap();
+        let life = Lifecycle::of(&store);
+        let stale = || Ending::Failed(Outcome::blocked(Reason::StaleAtService));
+
+        let taken = sent_op(&store, "taken").await;
+        assert!(life.take_over(&taken).await.unwrap());
+        let said = life
+            .sender_end("taken", &taken.terms, stale())
+            .await
+            .unwrap();
+        assert_eq!(said, pending());
+        let kept = store.operation("taken").await.unwrap().unwrap();
+        assert_eq!(kept.state, OpState::Unknown, "not failed by the sender");
+
+        let own = sent_op(&store, "own").await;
+        let said = life.sender_end("own", &own.terms, stale()).await.unwrap();
+        assert_eq!(said.reason, Some(Reason::StaleAtService));
+        let ended = store.operation("own").await.unwrap().unwrap();
+        assert_eq!(ended.state, OpState::Failed);
+    }
 }

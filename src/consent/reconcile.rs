@@ -88,8 +88,11 @@ impl Guard {
     /// anything else leaves it for the next round, and after the window for a person.
     async fn resend(&self, op: &Operation) -> Result<Outcome, StoreError> {
         let now = now_ms();
+        // The question's time is Rasa's clock: never later than the claim on ours, so a
+        // question stamped ahead cannot stretch the window.
         let within = op
             .asked_at
+            .map(|at| at.min(op.created_at))
             .is_some_and(|at| now - at <= self.config.window.as_millis() as i64);
         if !within {
             return Ok(pending());

@@ -127,7 +127,7 @@ impl ConfirmedChange {
                 })
             }
         };
-        life.end(key, &self.current, ending).await
+        life.sender_end(key, &self.current, ending).await
     }
 }
 

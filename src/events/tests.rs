@@ -83,4 +83,18 @@ async fn an_event_for_an_operation_ended_meanwhile_answers_what_ended_it() {
     assert!(matches!(verdict, Verdict::Resolved), "{verdict:?}");
     let made = store.operation(&seen.request_key).await.unwrap().unwrap();
     assert_eq!(made.state, OpState::Applied);
+
+    // Given back as never sent meanwhile (its row gone), yet made under its key: a person
+    // is told, and nothing is recorded for a key no operation holds.
+    let seen = sent(&store, "WS-SUB-4").await;
+    assert!(store.release(&seen.request_key).await.unwrap());
+    let (verdict, _) = inbox
+        .resolve_made(seen.clone(), "the service")
+        .await
+        .unwrap();
+    assert!(
+        matches!(&verdict, Verdict::Mismatch(why) if why.contains("never sent")),
+        "{verdict:?}"
+    );
+    assert!(store.operation(&seen.request_key).await.unwrap().is_none());
 }

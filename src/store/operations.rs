@@ -207,6 +207,23 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// sent → failed, for the sender's own answer that its command was not made (refused,
+    /// stale, void): only while the operation is still its sender's. `false` when it moved
+    /// meanwhile: resolved, or taken over (unknown) by a reconciler that may have sent it
+    /// again, which the sender's answer says nothing about.
+    pub async fn fail_sent(&self, key: &str, outcome: &Outcome) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE operations SET state = 'failed', outcome = $1, updated_at = $2 \
+             WHERE request_key = $3 AND state = 'sent'",
+        )
+        .bind(serde_json::to_string(outcome)?)
+        .bind(now_ms())
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Moves a claimed operation to sent, the moment before its command goes out. `false`
     /// when it is no longer claimed (the reconciler took back a claim it thought left
     /// behind): then the command must not be sent.

@@ -977,6 +977,8 @@ async fn a_command_is_sent_again_only_within_the_questions_window() {
         ("WS-SUB-1", Some(now - 10_000), 1),
         ("WS-SUB-2", Some(now - 61_000), 0),
         ("WS-SUB-3", None, 0),
+        // Stamped an hour ahead by Rasa's clock, claimed 61 s ago by ours: the claim bounds it.
+        ("WS-SUB-4", Some(now + 3_600_000), 0),
     ] {
         let op = sent(&store, subscription, asked).await;
         // Its sender learned nothing (the answer was lost): unknown.
@@ -984,7 +986,10 @@ async fn a_command_is_sent_again_only_within_the_questions_window() {
             .set_state(&op.request_key, OpState::Unknown, None)
             .await
             .unwrap());
-        let unknown = store.operation(&op.request_key).await.unwrap().unwrap();
+        let mut unknown = store.operation(&op.request_key).await.unwrap().unwrap();
+        if subscription == "WS-SUB-4" {
+            unknown.created_at = now - 61_000;
+        }
         *resent.lock().unwrap() = 0;
         assert_eq!(
             said(&guard.reconcile(&unknown).await.unwrap()),
@@ -1004,10 +1009,11 @@ async fn a_command_is_sent_again_only_within_the_questions_window() {
 /// writing `applied` itself again) fails here and must go through the lifecycle.
 #[test]
 fn an_operation_moves_only_through_its_lifecycle() {
-    const MOVES: [&str; 7] = [
+    const MOVES: [&str; 8] = [
         ".claim(",
         ".mark_sent(",
         ".take_over_sent(",
+        ".fail_sent(",
         ".set_state(",
         ".release(",
         ".release_stale_claim(",
