@@ -4,9 +4,8 @@
 //! as one conditional statement, so of two operators, two clicks or two replicas deciding
 //! at once exactly one decides.
 
+use super::db::Row;
 use serde::Serialize;
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use super::{now_ms, Store, StoreError};
 use contract::outcome::{Outcome, Terms};
@@ -104,17 +103,16 @@ fn json_text_or_null<S: serde::Serializer>(
 const COLUMNS: &str = "request_key, sender_id, account, subscription, change_type, revision, terms, question, question_at, \
      reply, reply_at, reply_id, rule, state, created_at, expires_at, decided_by, decided_at, note, outcome";
 
-fn approval_from(r: &AnyRow) -> Result<Approval, StoreError> {
+fn approval_from(r: &Row) -> Result<Approval, StoreError> {
     let request_key: String = r.get(0);
     let corrupt = |what, e: serde_json::Error| StoreError::Corrupt {
         what,
         key: request_key.clone(),
         why: e.to_string(),
     };
-    let terms =
-        serde_json::from_str(r.get::<&str, _>(6)).map_err(|e| corrupt("terms of the hold", e))?;
+    let terms = serde_json::from_str(r.str(6)).map_err(|e| corrupt("terms of the hold", e))?;
     let outcome = r
-        .get::<Option<&str>, _>(19)
+        .opt_str(19)
         .map(serde_json::from_str)
         .transpose()
         .map_err(|e| corrupt("outcome of the hold", e))?;
@@ -132,7 +130,7 @@ fn approval_from(r: &AnyRow) -> Result<Approval, StoreError> {
         reply_at: r.get(10),
         reply_id: r.get(11),
         rule: r.get(12),
-        state: ApprovalState::parse(r.get::<&str, _>(13)),
+        state: ApprovalState::parse(r.str(13)),
         created_at: r.get(14),
         expires_at: r.get(15),
         decided_by: r.get(16),
@@ -146,7 +144,7 @@ impl Store {
     /// Stores a hold; `false` when the request key has one already (a repeat of the same
     /// "yes").
     pub async fn hold(&self, a: &Approval) -> Result<bool, StoreError> {
-        let done = sqlx::query(&format!(
+        let done = self.db.query(format!(
             "INSERT INTO approvals ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'held', $14, $15, NULL, NULL, NULL, NULL) \
              ON CONFLICT DO NOTHING"
         ))
@@ -165,19 +163,21 @@ impl Store {
         .bind(&a.rule)
         .bind(a.created_at)
         .bind(a.expires_at)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// The held change under a request key.
     pub async fn approval(&self, key: &str) -> Result<Option<Approval>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM approvals WHERE request_key = $1"
-        ))
-        .bind(key)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = self
+            .db
+            .query(format!(
+                "SELECT {COLUMNS} FROM approvals WHERE request_key = $1"
+            ))
+            .bind(key)
+            .fetch_optional()
+            .await?;
         row.map(|r| approval_from(&r)).transpose()
     }
 
@@ -186,11 +186,11 @@ impl Store {
         &self,
         state: Option<ApprovalState>,
     ) -> Result<Vec<Approval>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = self.db.query(format!(
             "SELECT {COLUMNS} FROM approvals WHERE (CAST($1 AS TEXT) IS NULL OR state = CAST($1 AS TEXT)) ORDER BY created_at, request_key"
         ))
         .bind(state.map(ApprovalState::as_str))
-        .fetch_all(&self.pool)
+        .fetch_all()
         .await?;
         rows.iter().map(approval_from).collect()
     }
@@ -200,12 +200,14 @@ impl Store {
         &self,
         sender: &str,
     ) -> Result<Option<Approval>, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = self
+            .db
+            .query(format!(
             "SELECT {COLUMNS} FROM approvals WHERE sender_id = $1 ORDER BY created_at DESC LIMIT 1"
         ))
-        .bind(sender)
-        .fetch_optional(&self.pool)
-        .await?;
+            .bind(sender)
+            .fetch_optional()
+            .await?;
         row.map(|r| approval_from(&r)).transpose()
     }
 
@@ -217,26 +219,26 @@ impl Store {
         subscription: &str,
     ) -> Result<(usize, usize, Option<Approval>), StoreError> {
         let now = now_ms();
-        let count: i64 = sqlx::query_scalar(
+        let count: i64 = self.db.query(
             "SELECT COUNT(*) FROM approvals WHERE account = $1 AND state = 'held' AND expires_at > $2",
         )
         .bind(account)
         .bind(now)
-        .fetch_one(&self.pool)
+        .scalar()
         .await?;
-        let row = sqlx::query(&format!(
+        let row = self.db.query(format!(
             "SELECT {COLUMNS} FROM approvals WHERE subscription = $1 AND state = 'held' AND expires_at > $2 ORDER BY created_at LIMIT 1"
         ))
         .bind(subscription)
         .bind(now)
-        .fetch_optional(&self.pool)
+        .fetch_optional()
         .await?;
-        let for_subscription: i64 = sqlx::query_scalar(
+        let for_subscription: i64 = self.db.query(
             "SELECT COUNT(*) FROM approvals WHERE subscription = $1 AND state = 'held' AND expires_at > $2",
         )
         .bind(subscription)
         .bind(now)
-        .fetch_one(&self.pool)
+        .scalar()
         .await?;
         Ok((
             count as usize,
@@ -254,7 +256,7 @@ impl Store {
         note: Option<&str>,
     ) -> Result<bool, StoreError> {
         let now = now_ms();
-        let done = sqlx::query(
+        let done = self.db.query(
             "UPDATE approvals SET state = 'approved', decided_by = $1, decided_at = $2, note = $3 \
              WHERE request_key = $4 AND state = 'held' AND expires_at > $2",
         )
@@ -262,34 +264,34 @@ impl Store {
         .bind(now)
         .bind(note)
         .bind(key)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Takes over an approval whose approver stopped before claiming its operation (approved
     /// at `decided_at`, untouched since): `true` for exactly one caller.
     pub async fn resume_approval(&self, key: &str, decided_at: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let done = self.db.query(
             "UPDATE approvals SET decided_at = $1 WHERE request_key = $2 AND state = 'approved' AND decided_at = $3",
         )
         .bind(now_ms())
         .bind(key)
         .bind(decided_at)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Ends an approved change without sending (the facts moved, the budget was spent).
     pub async fn block_approval(&self, key: &str, outcome: &Outcome) -> Result<(), StoreError> {
         let outcome = serde_json::to_string(outcome)?;
-        sqlx::query(
+        self.db.query(
             "UPDATE approvals SET state = 'blocked', outcome = $1 WHERE request_key = $2 AND state = 'approved'",
         )
         .bind(&outcome)
         .bind(key)
-        .execute(&self.pool)
+        .execute()
         .await?;
         Ok(())
     }
@@ -303,16 +305,16 @@ impl Store {
         outcome: &Outcome,
     ) -> Result<bool, StoreError> {
         let outcome = serde_json::to_string(outcome)?;
-        let done = sqlx::query(
+        let done = self.db.query(
             "UPDATE approvals SET state = 'withdrawn', decided_by = 'customer', decided_at = $1, outcome = $2 \
              WHERE request_key = $3 AND state = 'held'",
         )
         .bind(now_ms())
         .bind(&outcome)
         .bind(key)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Rejects a held change: `true` for exactly one caller.
@@ -324,7 +326,7 @@ impl Store {
         outcome: &Outcome,
     ) -> Result<bool, StoreError> {
         let outcome = serde_json::to_string(outcome)?;
-        let done = sqlx::query(
+        let done = self.db.query(
             "UPDATE approvals SET state = 'rejected', decided_by = $1, decided_at = $2, note = $3, outcome = $4 \
              WHERE request_key = $5 AND state = 'held'",
         )
@@ -333,33 +335,35 @@ impl Store {
         .bind(note)
         .bind(&outcome)
         .bind(key)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Ends every hold past its expiry; returns their request keys.
     pub async fn expire_approvals(&self, outcome: &Outcome) -> Result<Vec<String>, StoreError> {
         let outcome = serde_json::to_string(outcome)?;
         let now = now_ms();
-        let due: Vec<String> = sqlx::query_scalar(
-            "SELECT request_key FROM approvals WHERE state = 'held' AND expires_at <= $1",
-        )
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await?;
+        let due: Vec<String> = self
+            .db
+            .query("SELECT request_key FROM approvals WHERE state = 'held' AND expires_at <= $1")
+            .bind(now)
+            .scalars()
+            .await?;
         let mut expired = Vec::new();
         for key in due {
-            let done = sqlx::query(
-                "UPDATE approvals SET state = 'expired', decided_at = $1, outcome = $2 \
+            let done = self
+                .db
+                .query(
+                    "UPDATE approvals SET state = 'expired', decided_at = $1, outcome = $2 \
                  WHERE request_key = $3 AND state = 'held' AND expires_at <= $1",
-            )
-            .bind(now)
-            .bind(&outcome)
-            .bind(&key)
-            .execute(&self.pool)
-            .await?;
-            if done.rows_affected() == 1 {
+                )
+                .bind(now)
+                .bind(&outcome)
+                .bind(&key)
+                .execute()
+                .await?;
+            if done == 1 {
                 expired.push(key);
             }
         }
@@ -402,7 +406,7 @@ impl Store {
         expires_at: i64,
         credential: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query(
+        self.db.query(
             "INSERT INTO operator_sessions (id_hash, operator, csrf, created_at, expires_at, credential) VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(id_hash)
@@ -411,19 +415,19 @@ impl Store {
         .bind(now_ms())
         .bind(expires_at)
         .bind(credential)
-        .execute(&self.pool)
+        .execute()
         .await?;
         Ok(())
     }
 
     /// The unexpired session under the digest of a cookie.
     pub async fn session(&self, id_hash: &str) -> Result<Option<OperatorSession>, StoreError> {
-        let row = sqlx::query(
+        let row = self.db.query(
             "SELECT operator, csrf, expires_at, credential FROM operator_sessions WHERE id_hash = $1 AND expires_at > $2",
         )
         .bind(id_hash)
         .bind(now_ms())
-        .fetch_optional(&self.pool)
+        .fetch_optional()
         .await?;
         Ok(row.map(|r| OperatorSession {
             operator: r.get(0),
@@ -435,19 +439,22 @@ impl Store {
 
     /// Ends every session of an operator (sign-out everywhere); how many there were.
     pub async fn close_sessions_of(&self, operator: &str) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM operator_sessions WHERE operator = $1")
+        let done = self
+            .db
+            .query("DELETE FROM operator_sessions WHERE operator = $1")
             .bind(operator)
-            .execute(&self.pool)
+            .execute()
             .await?;
-        Ok(done.rows_affected())
+        Ok(done)
     }
 
     /// Ends a session (sign-out), and drops every expired one.
     pub async fn close_session(&self, id_hash: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM operator_sessions WHERE id_hash = $1 OR expires_at <= $2")
+        self.db
+            .query("DELETE FROM operator_sessions WHERE id_hash = $1 OR expires_at <= $2")
             .bind(id_hash)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute()
             .await?;
         Ok(())
     }
@@ -457,7 +464,7 @@ impl Store {
         &self,
         f: &OperationFilter,
     ) -> Result<Vec<super::Operation>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = self.db.query(format!(
             "SELECT {} FROM operations WHERE (CAST($1 AS TEXT) IS NULL OR account = CAST($1 AS TEXT)) \
              AND (CAST($2 AS TEXT) IS NULL OR sender_id = CAST($2 AS TEXT)) \
              AND (CAST($3 AS TEXT) IS NULL OR subscription = CAST($3 AS TEXT)) \
@@ -471,7 +478,7 @@ impl Store {
         .bind(&f.state)
         .bind(f.since.unwrap_or(0))
         .bind(if f.limit > 0 { f.limit } else { 500 })
-        .fetch_all(&self.pool)
+        .fetch_all()
         .await?;
         rows.iter().map(super::operations::operation_from).collect()
     }

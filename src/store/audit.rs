@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use super::db::{Db, Query};
+use super::{now_ms, Store, StoreError};
 use backon::Retryable;
 use serde::Serialize;
-use sqlx::{AnyPool, Row};
-
-use super::{now_ms, Store, StoreError};
+use std::sync::Arc;
 
 /// One decision, as the audit trail keeps it.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -61,11 +61,7 @@ const AUDIT_LINGER: Duration = Duration::from_millis(2);
 /// request's entry is committed within one such transaction after its answer (a few
 /// milliseconds), and a burst of requests costs one commit, not one each. A failed batch is
 /// tried again (the entries are kept, and logged if the database stays down).
-pub(super) async fn write_audit(
-    pool: AnyPool,
-    postgres: bool,
-    mut queue: tokio::sync::mpsc::Receiver<AuditWrite>,
-) {
+pub(super) async fn write_audit(db: Arc<Db>, mut queue: tokio::sync::mpsc::Receiver<AuditWrite>) {
     let mut batch = Vec::with_capacity(AUDIT_BATCH);
     let mut flushes = Vec::new();
     while let Some(first) = queue.recv().await {
@@ -84,7 +80,7 @@ pub(super) async fn write_audit(
             }
         }
         if !batch.is_empty() {
-            let written = (|| insert_audit(&pool, postgres, &batch))
+            let written = (|| insert_audit(&db, &batch))
                 .retry(audit_retry())
                 .notify(|e, _| {
                     tracing::warn!(error = %e, entries = batch.len(), "the audit trail could not be written; trying again");
@@ -103,33 +99,26 @@ pub(super) async fn write_audit(
     }
 }
 
-async fn insert_audit(
-    pool: &AnyPool,
-    postgres: bool,
-    entries: &[AuditEntry],
-) -> Result<(), sqlx::Error> {
-    if entries.len() <= AUDIT_ROWS {
-        return insert_audit_rows(pool, postgres, entries).await;
+async fn insert_audit(db: &Db, entries: &[AuditEntry]) -> Result<(), StoreError> {
+    let mut statements: Vec<Query<'_>> = entries
+        .chunks(AUDIT_ROWS)
+        .map(|rows| audit_rows(db, rows))
+        .collect();
+    if statements.len() == 1 {
+        return statements.remove(0).execute().await.map(drop);
     }
-    let mut tx = pool.begin().await?;
-    for rows in entries.chunks(AUDIT_ROWS) {
-        insert_audit_rows(&mut *tx, postgres, rows).await?;
-    }
-    tx.commit().await
+    db.execute_all(statements).await
 }
 
 /// Rows of one INSERT at most (a batch of AUDIT_BATCH is a few statements, each prepared
 /// once per connection and row count).
 const AUDIT_ROWS: usize = 64;
 
-/// One multi-row INSERT. SQLite gets anonymous `?` placeholders: sqlx asks SQLite the name
-/// of every parameter it binds, a walk of all the statement's named ones, so `$n` would
-/// cost the square of the parameters; anonymous ones have no name to look up.
-async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
-    db: E,
-    postgres: bool,
-    entries: &[AuditEntry],
-) -> Result<(), sqlx::Error> {
+/// One multi-row INSERT. SQLite gets anonymous `?` placeholders: finding the number of a
+/// named one is a walk of all the statement's names, so `$n` would cost the square of the
+/// parameters; anonymous ones have no name to look up.
+fn audit_rows<'a>(db: &'a Db, entries: &[AuditEntry]) -> Query<'a> {
+    let postgres = db.is_postgres();
     let mut sql = String::from(
         "INSERT INTO audit (at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key, operator) VALUES ",
     );
@@ -152,7 +141,7 @@ async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
         }
         sql.push(')');
     }
-    let mut query = sqlx::query(&sql);
+    let mut query = db.query(sql);
     for entry in entries {
         query = query
             .bind(entry.at)
@@ -167,8 +156,7 @@ async fn insert_audit_rows<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
             .bind(&entry.request_key)
             .bind(&entry.operator);
     }
-    query.execute(db).await?;
-    Ok(())
+    query
 }
 
 impl Store {
@@ -179,7 +167,7 @@ impl Store {
         if let Err(refused) = self.audit.send(AuditWrite::Entry(entry)).await {
             // The writer is gone (the runtime is stopping): write it here.
             if let AuditWrite::Entry(entry) = refused.0 {
-                insert_audit(&self.pool, self.postgres, std::slice::from_ref(&entry)).await?;
+                insert_audit(&self.db, std::slice::from_ref(&entry)).await?;
             }
         }
         Ok(())
@@ -200,13 +188,13 @@ impl Store {
         since_ms: Option<i64>,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         self.flush_audit().await;
-        let rows = sqlx::query(
+        let rows = self.db.query(
             "SELECT id, at, action, sender_id, account, target, question_terms, service_terms, status, reason, request_key, operator \
              FROM audit WHERE (CAST($1 AS TEXT) IS NULL OR sender_id = CAST($1 AS TEXT)) AND at >= $2 ORDER BY id",
         )
         .bind(sender)
         .bind(since_ms.unwrap_or(0))
-        .fetch_all(&self.pool)
+        .fetch_all()
         .await?;
         Ok(rows
             .iter()
@@ -230,10 +218,12 @@ impl Store {
     /// Drops audit entries older than the retention period; returns how many.
     pub async fn prune_audit(&self, retention: Duration) -> Result<u64, StoreError> {
         let before = now_ms() - retention.as_millis() as i64;
-        let done = sqlx::query("DELETE FROM audit WHERE at < $1")
+        let done = self
+            .db
+            .query("DELETE FROM audit WHERE at < $1")
             .bind(before)
-            .execute(&self.pool)
+            .execute()
             .await?;
-        Ok(done.rows_affected())
+        Ok(done)
     }
 }

@@ -1,8 +1,6 @@
 //! The per-account budget for irreversible changes: a token bucket per account in the
 //! store, shared by every replica using it.
 
-use sqlx::Row;
-
 use super::{now_ms, Store, StoreError};
 
 impl Store {
@@ -26,7 +24,7 @@ impl Store {
              > CAST($4 AS DOUBLE PRECISION) THEN CAST($4 AS DOUBLE PRECISION) \
              ELSE rate_buckets.tokens + (CASE WHEN CAST($2 AS BIGINT) > rate_buckets.updated_at \
              THEN CAST($2 AS BIGINT) - rate_buckets.updated_at ELSE 0 END) * CAST($3 AS DOUBLE PRECISION) END)";
-        let done = sqlx::query(&format!(
+        let done = self.db.query(format!(
             "INSERT INTO rate_buckets (account, tokens, updated_at) \
              VALUES ($1, CAST($4 AS DOUBLE PRECISION) - 1, CAST($2 AS BIGINT)) \
              ON CONFLICT (account) DO UPDATE SET tokens = {refilled} - 1, updated_at = CAST($2 AS BIGINT) \
@@ -36,9 +34,9 @@ impl Store {
         .bind(now)
         .bind(per_second / 1000.0)
         .bind(capacity)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Whether the account's bucket holds a token now, without taking it (a held change
@@ -49,9 +47,11 @@ impl Store {
         capacity: f64,
         per_second: f64,
     ) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT tokens, updated_at FROM rate_buckets WHERE account = $1")
+        let row = self
+            .db
+            .query("SELECT tokens, updated_at FROM rate_buckets WHERE account = $1")
             .bind(account)
-            .fetch_optional(&self.pool)
+            .fetch_optional()
             .await?;
         Ok(match row {
             None => capacity >= 1.0,

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::Row;
 
 use super::{now_ms, Store, StoreError};
 
@@ -31,9 +30,10 @@ pub struct ReceivedEvent {
 impl Store {
     /// Gives back a taken event that could not be processed, so its redelivery is taken.
     pub async fn release_event(&self, id: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM service_events WHERE id = $1 AND verdict = 'received'")
+        self.db
+            .query("DELETE FROM service_events WHERE id = $1 AND verdict = 'received'")
             .bind(id)
-            .execute(&self.pool)
+            .execute()
             .await?;
         Ok(())
     }
@@ -47,7 +47,7 @@ impl Store {
         event: &ReceivedEvent,
         abandoned: Duration,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let done = self.db.query(
             "INSERT INTO service_events (id, received_at, kind, subscription, account, revision, request_key, verdict, detail, body) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, 'received', NULL, $8) \
              ON CONFLICT (id) DO UPDATE SET received_at = excluded.received_at \
@@ -62,9 +62,9 @@ impl Store {
         .bind(&event.request_key)
         .bind(&event.body)
         .bind(event.received_at - abandoned.as_millis() as i64)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Records what was made of a taken event.
@@ -74,11 +74,12 @@ impl Store {
         verdict: &str,
         detail: Option<&str>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE service_events SET verdict = $1, detail = $2 WHERE id = $3")
+        self.db
+            .query("UPDATE service_events SET verdict = $1, detail = $2 WHERE id = $3")
             .bind(verdict)
             .bind(detail)
             .bind(id)
-            .execute(&self.pool)
+            .execute()
             .await?;
         Ok(())
     }
@@ -88,12 +89,12 @@ impl Store {
         &self,
         verdict: Option<&str>,
     ) -> Result<Vec<ReceivedEvent>, StoreError> {
-        let rows = sqlx::query(
+        let rows = self.db.query(
             "SELECT id, received_at, kind, subscription, account, revision, request_key, verdict, detail, body \
              FROM service_events WHERE (CAST($1 AS TEXT) IS NULL OR verdict = CAST($1 AS TEXT)) ORDER BY received_at, id",
         )
         .bind(verdict)
-        .fetch_all(&self.pool)
+        .fetch_all()
         .await?;
         Ok(rows
             .iter()
@@ -122,7 +123,7 @@ impl Store {
         event_id: &str,
         record: &str,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let done = self.db.query(
             "INSERT INTO known_records (subscription, revision, event_id, record, updated_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (subscription) DO UPDATE SET revision = excluded.revision, event_id = excluded.event_id, \
              record = excluded.record, updated_at = excluded.updated_at WHERE known_records.revision < excluded.revision",
@@ -132,9 +133,9 @@ impl Store {
         .bind(event_id)
         .bind(record)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute()
         .await?;
-        if done.rows_affected() == 1 {
+        if done == 1 {
             return Ok(true);
         }
         Ok(self
@@ -149,12 +150,12 @@ impl Store {
         &self,
         subscription: &str,
     ) -> Result<Option<(i64, String, String)>, StoreError> {
-        let row = sqlx::query(
-            "SELECT revision, event_id, record FROM known_records WHERE subscription = $1",
-        )
-        .bind(subscription)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = self
+            .db
+            .query("SELECT revision, event_id, record FROM known_records WHERE subscription = $1")
+            .bind(subscription)
+            .fetch_optional()
+            .await?;
         Ok(row.map(|r| (r.get(0), r.get(1), r.get(2))))
     }
 }

@@ -1,18 +1,18 @@
-//! The server's own records, through sqlx: [`operations`] (one per request key), the
+//! The server's own records: [`operations`] (one per request key), the
 //! [`audit`] trail, the per-account [`budget`], held changes ([`approvals`]) and service
 //! events ([`inbox`]), each in its own file; here the connection, the schema's readiness
 //! and the store's error. A SQLite file by default, PostgreSQL when the URL says so; the
-//! same schema and the same statements on both.
+//! same schema and the same statements on both, through [`db`].
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::any::AnyPoolOptions;
-use sqlx::AnyPool;
 
 mod approvals;
 mod audit;
 mod budget;
+mod db;
 mod inbox;
 mod migrations;
 mod operations;
@@ -22,6 +22,7 @@ pub use approvals::{Approval, ApprovalState, OperationFilter, OperatorSession};
 pub use audit::AuditEntry;
 use audit::{write_audit, AuditWrite, AUDIT_QUEUE};
 pub use contract::operation::OpState;
+use db::Db;
 pub use inbox::ReceivedEvent;
 use operations::Finished;
 pub use operations::{Claim, Operation};
@@ -31,6 +32,10 @@ pub use operations::{Claim, Operation};
 pub enum StoreError {
     #[error("the database failed: {0}")]
     Database(#[from] sqlx::Error),
+    #[error("the database failed: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the store is closed")]
+    Closed,
     #[error("unsupported database URL `{0}` (use sqlite:PATH or postgres://...)")]
     Url(String),
     #[error("the schema could not be brought up to date: {0}")]
@@ -50,7 +55,7 @@ pub enum StoreError {
 /// The database.
 #[derive(Clone)]
 pub struct Store {
-    pool: AnyPool,
+    db: Arc<Db>,
     postgres: bool,
     audit: tokio::sync::mpsc::Sender<AuditWrite>,
     finished: Arc<Mutex<Finished>>,
@@ -68,8 +73,16 @@ impl Store {
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
-        let url = if postgres {
-            url.to_owned()
+        let db = if postgres {
+            let pool = AnyPoolOptions::new()
+                .max_connections(16)
+                // A PostgreSQL connection can be closed by the server: it is tested first.
+                .test_before_acquire(true)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await?;
+            migrations::apply(&pool, true).await?;
+            Db::Postgres(pool)
         } else if let Some(path) = url.strip_prefix("sqlite:") {
             let path = path.trim_start_matches("//");
             let (path, query) = path.split_once('?').unwrap_or((path, ""));
@@ -78,45 +91,38 @@ impl Store {
                     let _ = std::fs::create_dir_all(parent);
                 }
             }
-            let query = if query.is_empty() {
-                "mode=rwc".to_owned()
-            } else {
-                query.to_owned()
-            };
-            format!("sqlite://{path}?{query}")
-        } else {
-            return Err(StoreError::Url(url.to_owned()));
-        };
-        let pool = AnyPoolOptions::new()
-            .max_connections(if postgres { 16 } else { 4 })
-            // A SQLite connection is a file this process holds open: it cannot go stale, so
-            // it is not pinged before each use (a round trip to its worker thread, one per
-            // statement). A PostgreSQL connection can be closed by the server: it is.
-            .test_before_acquire(postgres)
-            .acquire_timeout(Duration::from_secs(10))
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if !postgres {
+            // The schema through sqlx's migrator (its records, its checksums), on a
+            // connection of its own that is closed once the schema is up to date.
+            let migrate = AnyPoolOptions::new()
+                .max_connections(1)
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
                         sqlx::query("PRAGMA journal_mode = WAL")
                             .execute(&mut *conn)
                             .await?;
                         sqlx::query("PRAGMA busy_timeout = 10000")
                             .execute(&mut *conn)
                             .await?;
-                        sqlx::query("PRAGMA synchronous = NORMAL")
-                            .execute(&mut *conn)
-                            .await?;
-                    }
-                    Ok(())
+                        Ok(())
+                    })
                 })
-            })
-            .connect(&url)
-            .await?;
-        migrations::apply(&pool, postgres).await?;
+                .connect(&format!(
+                    "sqlite://{path}?{}",
+                    if query.is_empty() { "mode=rwc" } else { query }
+                ))
+                .await?;
+            let migrated = migrations::apply(&migrate, false).await;
+            migrate.close().await;
+            migrated?;
+            Db::open_sqlite(path, query)?
+        } else {
+            return Err(StoreError::Url(url.to_owned()));
+        };
+        let db = Arc::new(db);
         let (audit, queue) = tokio::sync::mpsc::channel(AUDIT_QUEUE);
-        tokio::spawn(write_audit(pool.clone(), postgres, queue));
+        tokio::spawn(write_audit(db.clone(), queue));
         Ok(Self {
-            pool,
+            db,
             postgres,
             audit,
             finished: Arc::default(),
@@ -129,19 +135,21 @@ impl Store {
 
     /// Closes the store's connections: every later use fails (readiness included).
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.db.close().await;
     }
 
     /// Readiness: the store answers, and its schema is this build's (every migration up
     /// to the newest recorded as applied). The reason names no address or credential.
     pub async fn ready(&self) -> Result<(), String> {
         let wanted = migrations::latest_version();
-        let applied: i64 = sqlx::query_scalar(
-            "SELECT COUNT(DISTINCT version) FROM _sqlx_migrations WHERE success AND version <= $1",
-        )
-        .bind(wanted)
-        .fetch_one(&self.pool)
-        .await
+        let applied: i64 = self
+            .db
+            .query(
+                "SELECT COUNT(DISTINCT version) FROM _sqlx_migrations WHERE success AND version <= $1",
+            )
+            .bind(wanted)
+            .scalar()
+            .await
         .map_err(|e| {
             tracing::warn!(error = %e, "readiness: the store did not answer");
             "the store cannot be reached".to_owned()

@@ -5,9 +5,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
+use super::db::Row;
 use serde::Serialize;
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use super::{now_ms, Store, StoreError};
 use contract::operation::OpState;
@@ -93,12 +92,14 @@ impl Store {
         if let Some(op) = self.finished(key) {
             return Ok(Some(op));
         }
-        let row = sqlx::query(&format!(
-            "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1"
-        ))
-        .bind(key)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = self
+            .db
+            .query(format!(
+                "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1"
+            ))
+            .bind(key)
+            .fetch_optional()
+            .await?;
         let op = row.map(|r| operation_from(&r)).transpose()?;
         if let Some(op) = &op {
             self.remember(op);
@@ -110,7 +111,7 @@ impl Store {
     /// any number of replicas, exactly one is [`Claim::Claimed`]; and no key is claimed
     /// while another operation for the same subscription is claimed, sent or unknown.
     pub async fn claim(&self, op: &Operation) -> Result<Claim, StoreError> {
-        let done = sqlx::query(
+        let done = self.db.query(
             "INSERT INTO operations (request_key, sender_id, account, subscription, change_type, revision, \
              terms, state, outcome, created_at, updated_at, asked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'claimed', NULL, $8, $8, $9) \
              ON CONFLICT DO NOTHING",
@@ -124,9 +125,9 @@ impl Store {
         .bind(serde_json::to_string(&op.terms)?)
         .bind(now_ms())
         .bind(op.asked_at)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        if done.rows_affected() == 1 {
+        if done == 1 {
             return Ok(Claim::Claimed);
         }
         // Either constraint refused it: the key's own row, or the subscription's open one.
@@ -148,14 +149,16 @@ impl Store {
         if let Some(op) = self.finished(key) {
             return Ok((Some(op), None));
         }
-        let rows = sqlx::query(&format!(
-            "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1 \
+        let rows = self
+            .db
+            .query(format!(
+                "SELECT {OP_COLUMNS} FROM operations WHERE request_key = $1 \
              OR (subscription = $2 AND state IN ('claimed', 'sent', 'unknown')) LIMIT 2"
-        ))
-        .bind(key)
-        .bind(subscription)
-        .fetch_all(&self.pool)
-        .await?;
+            ))
+            .bind(key)
+            .bind(subscription)
+            .fetch_all()
+            .await?;
         let (mine, others): (Vec<Operation>, Vec<Operation>) = rows
             .iter()
             .map(operation_from)
@@ -175,11 +178,11 @@ impl Store {
         &self,
         subscription: &str,
     ) -> Result<Option<Operation>, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = self.db.query(format!(
             "SELECT {OP_COLUMNS} FROM operations WHERE subscription = $1 AND state IN ('claimed', 'sent', 'unknown') LIMIT 1"
         ))
         .bind(subscription)
-        .fetch_optional(&self.pool)
+        .fetch_optional()
         .await?;
         row.map(|r| operation_from(&r)).transpose()
     }
@@ -194,7 +197,7 @@ impl Store {
         outcome: Option<&Outcome>,
     ) -> Result<bool, StoreError> {
         let outcome = outcome.map(serde_json::to_string).transpose()?;
-        let done = sqlx::query(
+        let done = self.db.query(
             "UPDATE operations SET state = $1, outcome = COALESCE($2, outcome), updated_at = $3 \
              WHERE request_key = $4 AND state NOT IN ('applied', 'failed')",
         )
@@ -202,9 +205,9 @@ impl Store {
         .bind(outcome)
         .bind(now_ms())
         .bind(key)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// sent → failed, for the sender's own answer that its command was not made (refused,
@@ -212,30 +215,32 @@ impl Store {
     /// meanwhile: resolved, or taken over (unknown) by a reconciler that may have sent it
     /// again, which the sender's answer says nothing about.
     pub async fn fail_sent(&self, key: &str, outcome: &Outcome) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE operations SET state = 'failed', outcome = $1, updated_at = $2 \
+        let done = self
+            .db
+            .query(
+                "UPDATE operations SET state = 'failed', outcome = $1, updated_at = $2 \
              WHERE request_key = $3 AND state = 'sent'",
-        )
-        .bind(serde_json::to_string(outcome)?)
-        .bind(now_ms())
-        .bind(key)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+            )
+            .bind(serde_json::to_string(outcome)?)
+            .bind(now_ms())
+            .bind(key)
+            .execute()
+            .await?;
+        Ok(done == 1)
     }
 
     /// Moves a claimed operation to sent, the moment before its command goes out. `false`
     /// when it is no longer claimed (the reconciler took back a claim it thought left
     /// behind): then the command must not be sent.
     pub async fn mark_sent(&self, key: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let done = self.db.query(
             "UPDATE operations SET state = 'sent', updated_at = $1 WHERE request_key = $2 AND state = 'claimed'",
         )
         .bind(now_ms())
         .bind(key)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Takes back a claim left behind (claimed and untouched since `updated_at`): the
@@ -246,14 +251,14 @@ impl Store {
         key: &str,
         updated_at: i64,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let done = self.db.query(
             "DELETE FROM operations WHERE request_key = $1 AND state = 'claimed' AND updated_at = $2",
         )
         .bind(key)
         .bind(updated_at)
-        .execute(&self.pool)
+        .execute()
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Gives a claim back when nothing was sent, so the same confirmation can be tried
@@ -261,38 +266,40 @@ impl Store {
     /// when it was neither claimed nor sent any more (the reconciler took over a command
     /// sent long ago, to send it again under its key): then it stays.
     pub async fn release(&self, key: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "DELETE FROM operations WHERE request_key = $1 AND state IN ('claimed', 'sent')",
-        )
-        .bind(key)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let done = self
+            .db
+            .query("DELETE FROM operations WHERE request_key = $1 AND state IN ('claimed', 'sent')")
+            .bind(key)
+            .execute()
+            .await?;
+        Ok(done == 1)
     }
 
     /// Moves an operation sent and untouched since `updated_at` to unknown: its sender
     /// has not answered within the wait, and the reconciler takes it over. An operation
     /// that moved on meanwhile is left alone. `true` when it was taken over.
     pub async fn take_over_sent(&self, key: &str, updated_at: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE operations SET state = 'unknown', updated_at = $1 \
+        let done = self
+            .db
+            .query(
+                "UPDATE operations SET state = 'unknown', updated_at = $1 \
              WHERE request_key = $2 AND state = 'sent' AND updated_at = $3",
-        )
-        .bind(now_ms())
-        .bind(key)
-        .bind(updated_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+            )
+            .bind(now_ms())
+            .bind(key)
+            .bind(updated_at)
+            .execute()
+            .await?;
+        Ok(done == 1)
     }
 
     /// The sender's latest operation (what `check_subscription_change` looks at).
     pub async fn latest_for_sender(&self, sender: &str) -> Result<Option<Operation>, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = self.db.query(format!(
             "SELECT {OP_COLUMNS} FROM operations WHERE sender_id = $1 ORDER BY created_at DESC LIMIT 1"
         ))
         .bind(sender)
-        .fetch_optional(&self.pool)
+        .fetch_optional()
         .await?;
         row.map(|r| operation_from(&r)).transpose()
     }
@@ -301,11 +308,11 @@ impl Store {
     /// `min_age`.
     pub async fn unresolved(&self, min_age: Duration) -> Result<Vec<Operation>, StoreError> {
         let before = now_ms() - min_age.as_millis() as i64;
-        let rows = sqlx::query(&format!(
+        let rows = self.db.query(format!(
             "SELECT {OP_COLUMNS} FROM operations WHERE state IN ('claimed', 'sent', 'unknown') AND updated_at <= $1 ORDER BY created_at"
         ))
         .bind(before)
-        .fetch_all(&self.pool)
+        .fetch_all()
         .await?;
         rows.iter().map(operation_from).collect()
     }
@@ -314,16 +321,18 @@ impl Store {
     /// was in neither state (resolved already, by another replica or the reconciler).
     pub async fn resolve_applied(&self, key: &str, outcome: &Outcome) -> Result<bool, StoreError> {
         let outcome = serde_json::to_string(outcome)?;
-        let done = sqlx::query(
-            "UPDATE operations SET state = 'applied', outcome = $1, updated_at = $2 \
+        let done = self
+            .db
+            .query(
+                "UPDATE operations SET state = 'applied', outcome = $1, updated_at = $2 \
              WHERE request_key = $3 AND state IN ('sent', 'unknown')",
-        )
-        .bind(outcome)
-        .bind(now_ms())
-        .bind(key)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+            )
+            .bind(outcome)
+            .bind(now_ms())
+            .bind(key)
+            .execute()
+            .await?;
+        Ok(done == 1)
     }
 }
 
@@ -331,16 +340,16 @@ pub(super) const OP_COLUMNS: &str = "request_key, sender_id, account, subscripti
 
 /// An operation as stored: its terms and outcome read back as the types written, or
 /// [`StoreError::Corrupt`].
-pub(super) fn operation_from(r: &AnyRow) -> Result<Operation, StoreError> {
+pub(super) fn operation_from(r: &Row) -> Result<Operation, StoreError> {
     let request_key: String = r.get(0);
     let corrupt = |what, e: serde_json::Error| StoreError::Corrupt {
         what,
         key: request_key.clone(),
         why: e.to_string(),
     };
-    let terms = serde_json::from_str(r.get::<&str, _>(6)).map_err(|e| corrupt("terms", e))?;
+    let terms = serde_json::from_str(r.str(6)).map_err(|e| corrupt("terms", e))?;
     let outcome = r
-        .get::<Option<&str>, _>(8)
+        .opt_str(8)
         .map(serde_json::from_str)
         .transpose()
         .map_err(|e| corrupt("outcome", e))?;
@@ -351,7 +360,7 @@ pub(super) fn operation_from(r: &AnyRow) -> Result<Operation, StoreError> {
         change_type: r.get(4),
         revision: r.get(5),
         terms,
-        state: OpState::parse(r.get::<&str, _>(7)),
+        state: OpState::parse(r.str(7)),
         outcome,
         created_at: r.get(9),
         updated_at: r.get(10),

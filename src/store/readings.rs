@@ -1,8 +1,6 @@
 //! The Stripe provider's readings of each subscription (`stripe_readings`): the facts seen
 //! under each fingerprint, shared by replicas and kept across restarts, the newest few.
 
-use sqlx::Row;
-
 use super::{now_ms, Store, StoreError};
 
 impl Store {
@@ -13,12 +11,12 @@ impl Store {
         subscription: &str,
         kept: usize,
     ) -> Result<Vec<(i64, String)>, StoreError> {
-        let rows = sqlx::query(
+        let rows = self.db.query(
             "SELECT revision, facts FROM stripe_readings WHERE subscription = $1 ORDER BY read_at DESC, revision LIMIT $2",
         )
         .bind(subscription)
         .bind(kept as i64)
-        .fetch_all(&self.pool)
+        .fetch_all()
         .await?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
@@ -32,7 +30,7 @@ impl Store {
         facts: &str,
         kept: usize,
     ) -> Result<(), StoreError> {
-        let added = sqlx::query(
+        let added = self.db.query(
             "INSERT INTO stripe_readings (subscription, revision, facts, read_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (subscription, revision) DO NOTHING",
         )
@@ -40,16 +38,16 @@ impl Store {
         .bind(revision)
         .bind(facts)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute()
         .await?;
-        if added.rows_affected() == 1 {
-            sqlx::query(
+        if added == 1 {
+            self.db.query(
                 "DELETE FROM stripe_readings WHERE subscription = $1 AND revision NOT IN \
                  (SELECT revision FROM stripe_readings WHERE subscription = $1 ORDER BY read_at DESC, revision LIMIT $2)",
             )
             .bind(subscription)
             .bind(kept as i64)
-            .execute(&self.pool)
+            .execute()
             .await?;
         }
         Ok(())
