@@ -9,10 +9,10 @@ use std::time::Duration;
 use actix_web::dev::Server;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use rusqlite::OptionalExtension;
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use sqlx::{Row, SqlitePool};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -24,7 +24,7 @@ use crate::model::{Change, Note, Subscription};
 use faults::inject_faults;
 pub use faults::Faults;
 pub use outbox::{DeliveryFaults, EventDelivery};
-use records::{load, open, release_key, save};
+use records::{load, open, release_key, save, Db};
 
 /// The demo records shipped with the project (`data/demo_subscriptions.json`).
 pub const DEMO_DATA: &str = include_str!("../../../../data/demo_subscriptions.json");
@@ -60,7 +60,7 @@ pub const PER_PEER: usize = 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceStartError {
     #[error("the service's database could not be opened: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[from] rusqlite::Error),
     #[error("the seed data is invalid: {0}")]
     Seed(#[from] serde_json::Error),
     #[error(transparent)]
@@ -68,7 +68,7 @@ pub enum ServiceStartError {
 }
 
 struct State {
-    db: SqlitePool,
+    db: std::sync::Arc<Db>,
     token: Option<String>,
     command_delay: Duration,
     faults: Faults,
@@ -122,7 +122,7 @@ pub async fn serve(
     listener: TcpListener,
     settings: ServiceSettings,
 ) -> Result<Server, ServiceStartError> {
-    let db = open(&settings).await?;
+    let db = std::sync::Arc::new(open(&settings)?);
     let events = settings.events.clone().map(|delivery| {
         let wake = std::sync::Arc::new(tokio::sync::Notify::new());
         let dice = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0x2545_F491_4F6C_DD1D));
@@ -184,7 +184,7 @@ fn error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
     HttpResponse::build(status).json(json!({"error": code, "message": message}))
 }
 
-fn internal(e: sqlx::Error) -> HttpResponse {
+fn internal(e: rusqlite::Error) -> HttpResponse {
     tracing::error!(error = %e, "the embedded service's database failed");
     error(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -229,20 +229,8 @@ async fn list(
     account: web::Path<String>,
 ) -> HttpResponse {
     authorize!(state, req);
-    let rows = sqlx::query("SELECT body FROM records WHERE account = ? ORDER BY id")
-        .bind(account.as_str())
-        .fetch_all(&state.db)
-        .await;
-    match rows {
-        Ok(rows) => {
-            let records: Vec<Subscription> = rows
-                .iter()
-                .map(|r| {
-                    serde_json::from_str(r.get::<&str, _>(0)).expect("stored records are valid")
-                })
-                .collect();
-            HttpResponse::Ok().json(records)
-        }
+    match state.db.with(|db| records::list(db, &account)) {
+        Ok(records) => HttpResponse::Ok().json(records),
         Err(e) => internal(e),
     }
 }
@@ -257,7 +245,7 @@ async fn get(req: HttpRequest, state: web::Data<State>, id: web::Path<String>) -
     authorize!(state, req);
     let cached = match state.cache.get(&id) {
         Some(cached) => cached,
-        None => match load(&state.db, &id).await {
+        None => match state.db.with(|db| load(db, &id)) {
             Ok(Some(record)) => state.cache.put(&record),
             Ok(None) => {
                 return error(
@@ -291,23 +279,20 @@ async fn put(
             "the body's id is not the path's",
         );
     }
-    let result: Result<Subscription, sqlx::Error> = async {
-        let mut tx = state.db.begin().await?;
-        let revision = load(&mut *tx, &id).await?.map_or(1, |old| old.revision + 1);
+    let result = state.db.transaction(|tx| {
+        let revision = load(tx, &id)?.map_or(1, |old| old.revision + 1);
         record.revision = revision;
         for note in &mut record.notes {
             if note.revision == 0 {
                 note.revision = revision;
             }
         }
-        save(&mut *tx, &record).await?;
+        save(tx, &record)?;
         if state.events.is_some() {
-            outbox::write(&mut *tx, &record, None).await?;
+            outbox::write(tx, &record, None)?;
         }
-        tx.commit().await?;
         Ok(record)
-    }
-    .await;
+    });
     if let Some(wake) = &state.events {
         wake.notify_one();
     }
@@ -351,7 +336,7 @@ async fn change(
     };
     let body_hash = hex::encode(Sha256::digest(format!("{}\n{}", *id, body.change_type)));
     let change_type = body.change_type.as_str();
-    match begin_change(&state.db, &id, &key, &body_hash, &if_match, change_type).await {
+    match begin_change(&state.db, &id, &key, &body_hash, &if_match, change_type) {
         Ok(Begin::Proceed) => {}
         Ok(Begin::Answer(response)) => return response,
         Err(e) => return internal(e),
@@ -362,7 +347,7 @@ async fn change(
         tokio::time::sleep(state.command_delay).await;
     }
     let events = state.events.is_some();
-    match finish_change(&state.db, &id, &key, &if_match, change_type, events).await {
+    match finish_change(&state.db, &id, &key, &if_match, change_type, events) {
         Ok(Finish::Made((change, record))) => {
             state.cache.put(&record);
             if let Some(wake) = &state.events {
@@ -374,7 +359,7 @@ async fn change(
         Err(e) => {
             // The transaction rolled back, so nothing was made: free the key for a retry
             // rather than leave it answering 409 for good.
-            if let Err(release) = release_key(&state.db, &key).await {
+            if let Err(release) = state.db.with(|db| release_key(db, &key)) {
                 tracing::error!(error = %release, "an in-flight key could not be released");
             }
             internal(e)
@@ -425,57 +410,54 @@ fn refusal(
 /// Claims the key (a short transaction), so a second request with it is answered at
 /// once. The record is checked here too, only to refuse a stale command early without
 /// claiming the key; that check decides nothing, `finish_change` makes it again.
-async fn begin_change(
-    db: &SqlitePool,
+fn begin_change(
+    db: &Db,
     id: &str,
     key: &str,
     body_hash: &str,
     if_match: &str,
     change_type: &str,
-) -> Result<Begin, sqlx::Error> {
-    let mut tx = db.begin().await?;
-    let existing =
-        sqlx::query("SELECT body_hash, state, response FROM changes WHERE request_key = ?")
-            .bind(key)
-            .fetch_optional(&mut *tx)
-            .await?;
-    if let Some(row) = existing {
-        let (hash, state, response): (String, String, Option<String>) =
-            (row.get(0), row.get(1), row.get(2));
-        return Ok(Begin::Answer(answer_for_claimed(
-            &hash, &state, response, body_hash,
-        )));
-    }
-    let record = load(&mut *tx, id).await?;
-    if let Some(answer) = refusal(record.as_ref(), id, if_match, change_type) {
-        return Ok(Begin::Answer(answer));
-    }
-    // A lookup may fence the key at the same moment: whichever writes first decides.
-    let claimed = sqlx::query(
-        "INSERT INTO changes (request_key, body_hash, state) VALUES (?, ?, 'in_flight') \
-         ON CONFLICT (request_key) DO NOTHING",
-    )
-    .bind(key)
-    .bind(body_hash)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected()
-        == 1;
-    if !claimed {
-        let row =
-            sqlx::query("SELECT body_hash, state, response FROM changes WHERE request_key = ?")
-                .bind(key)
-                .fetch_one(&mut *tx)
-                .await?;
-        return Ok(Begin::Answer(answer_for_claimed(
-            &row.get::<String, _>(0),
-            &row.get::<String, _>(1),
-            row.get(2),
-            body_hash,
-        )));
-    }
-    tx.commit().await?;
-    Ok(Begin::Proceed)
+) -> rusqlite::Result<Begin> {
+    db.transaction(|tx| {
+        let claimed_as = |tx: &rusqlite::Connection| {
+            tx.prepare_cached(
+                "SELECT body_hash, state, response FROM changes WHERE request_key = ?1",
+            )?
+            .query_row([key], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
+            })
+            .optional()
+        };
+        if let Some((hash, state, response)) = claimed_as(tx)? {
+            return Ok(Begin::Answer(answer_for_claimed(
+                &hash, &state, response, body_hash,
+            )));
+        }
+        let record = load(tx, id)?;
+        if let Some(answer) = refusal(record.as_ref(), id, if_match, change_type) {
+            return Ok(Begin::Answer(answer));
+        }
+        // A lookup may fence the key at the same moment: whichever writes first decides.
+        let claimed = tx
+            .prepare_cached(
+                "INSERT INTO changes (request_key, body_hash, state) VALUES (?1, ?2, 'in_flight') \
+                 ON CONFLICT (request_key) DO NOTHING",
+            )?
+            .execute([key, body_hash])?
+            == 1;
+        if !claimed {
+            let (hash, state, response) =
+                claimed_as(tx)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+            return Ok(Begin::Answer(answer_for_claimed(
+                &hash, &state, response, body_hash,
+            )));
+        }
+        Ok(Begin::Proceed)
+    })
 }
 
 /// The answer to a command whose key is already known: voided by a lookup (410), used
@@ -516,60 +498,61 @@ fn answer_for_claimed(
 /// option, and applies the change (a new revision, the option consumed, a note saying
 /// why) and marks the key done. When the check fails the key's claim is dropped instead,
 /// since nothing happened and the same key may be tried again.
-async fn finish_change(
-    db: &SqlitePool,
+fn finish_change(
+    db: &Db,
     id: &str,
     key: &str,
     if_match: &str,
     change_type: &str,
     events: bool,
-) -> Result<Finish, sqlx::Error> {
-    let mut tx = db.begin().await?;
-    let record = load(&mut *tx, id).await?;
-    if let Some(answer) = refusal(record.as_ref(), id, if_match, change_type) {
-        release_key(&mut *tx, key).await?;
-        tx.commit().await?;
-        return Ok(Finish::Refused(answer));
-    }
-    let mut record = record.expect("refusal answers a missing record");
-    let effective_at = record
-        .option(change_type)
-        .expect("refusal answers an option not offered")
-        .effective_at
-        .clone();
-    record.revision += 1;
-    let now = OffsetDateTime::now_utc()
-        .format(&Rfc3339)
-        .expect("now formats");
-    record.options.retain(|o| o.change_type != change_type);
-    if change_type == "stop_renewal" {
-        record.status = "ending".to_owned();
-        record.options.clear();
-    }
-    record.notes.push(Note {
-        revision: record.revision,
-        at: now,
-        text: format!("{change_type} scheduled for {effective_at} at the customer's request."),
-    });
-    save(&mut *tx, &record).await?;
-    let change = Change {
-        request_key: key.to_owned(),
-        subscription: id.to_owned(),
-        change_type: change_type.to_owned(),
-        status: "scheduled".to_owned(),
-        effective_at,
-        revision: record.revision,
-    };
-    sqlx::query("UPDATE changes SET state = 'done', response = ? WHERE request_key = ?")
-        .bind(serde_json::to_string(&change).expect("a change serialises"))
-        .bind(key)
-        .execute(&mut *tx)
-        .await?;
-    if events {
-        outbox::write(&mut *tx, &record, Some(&change)).await?;
-    }
-    tx.commit().await?;
-    Ok(Finish::Made((change, record)))
+) -> rusqlite::Result<Finish> {
+    db.transaction(|tx| {
+        let record = load(tx, id)?;
+        if let Some(answer) = refusal(record.as_ref(), id, if_match, change_type) {
+            release_key(tx, key)?;
+            return Ok(Finish::Refused(answer));
+        }
+        let mut record = record.expect("refusal answers a missing record");
+        let effective_at = record
+            .option(change_type)
+            .expect("refusal answers an option not offered")
+            .effective_at
+            .clone();
+        record.revision += 1;
+        let now = OffsetDateTime::now_utc()
+            .format(&Rfc3339)
+            .expect("now formats");
+        record.options.retain(|o| o.change_type != change_type);
+        if change_type == "stop_renewal" {
+            record.status = "ending".to_owned();
+            record.options.clear();
+        }
+        record.notes.push(Note {
+            revision: record.revision,
+            at: now,
+            text: format!("{change_type} scheduled for {effective_at} at the customer's request."),
+        });
+        save(tx, &record)?;
+        let change = Change {
+            request_key: key.to_owned(),
+            subscription: id.to_owned(),
+            change_type: change_type.to_owned(),
+            status: "scheduled".to_owned(),
+            effective_at,
+            revision: record.revision,
+        };
+        tx.prepare_cached(
+            "UPDATE changes SET state = 'done', response = ?1 WHERE request_key = ?2",
+        )?
+        .execute([
+            serde_json::to_string(&change).expect("a change serialises"),
+            key.to_owned(),
+        ])?;
+        if events {
+            outbox::write(tx, &record, Some(&change))?;
+        }
+        Ok(Finish::Made((change, record)))
+    })
 }
 
 /// `GET /v1/changes/{key}`: the change made under the key (200); a command with it still
@@ -582,7 +565,7 @@ async fn get_change(
     key: web::Path<String>,
 ) -> HttpResponse {
     authorize!(state, req);
-    match look_up_or_fence(&state.db, key.as_str()).await {
+    match look_up_or_fence(&state.db, key.as_str()) {
         Ok((state, response)) => match state.as_str() {
             "done" => HttpResponse::Ok()
                 .content_type("application/json")
@@ -601,24 +584,16 @@ async fn get_change(
 }
 
 /// The key's state and stored answer, fencing it first when nothing holds it.
-async fn look_up_or_fence(
-    db: &SqlitePool,
-    key: &str,
-) -> Result<(String, Option<String>), sqlx::Error> {
-    let mut tx = db.begin().await?;
-    sqlx::query(
-        "INSERT INTO changes (request_key, body_hash, state) VALUES (?, '', 'void') \
-         ON CONFLICT (request_key) DO NOTHING",
-    )
-    .bind(key)
-    .execute(&mut *tx)
-    .await?;
-    let row = sqlx::query("SELECT state, response FROM changes WHERE request_key = ?")
-        .bind(key)
-        .fetch_one(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok((row.get(0), row.get(1)))
+fn look_up_or_fence(db: &Db, key: &str) -> rusqlite::Result<(String, Option<String>)> {
+    db.transaction(|tx| {
+        tx.prepare_cached(
+            "INSERT INTO changes (request_key, body_hash, state) VALUES (?1, '', 'void') \
+             ON CONFLICT (request_key) DO NOTHING",
+        )?
+        .execute([key])?;
+        tx.prepare_cached("SELECT state, response FROM changes WHERE request_key = ?1")?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+    })
 }
 
 /// The running embedded service: its port, and a handle to stop it.

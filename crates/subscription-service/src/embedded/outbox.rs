@@ -7,10 +7,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::{Row, SqlitePool};
 use time::OffsetDateTime;
 
 use super::faults::next_percent;
+use super::records::Db;
 use crate::events::{sign, Event, SIGNATURE_HEADER};
 use crate::model::{Change, Subscription};
 
@@ -56,11 +56,11 @@ fn event_id() -> String {
 
 /// Writes the event for `record` (after a change under `change`'s key, or a `PUT`) into
 /// the outbox, inside the caller's transaction.
-pub(super) async fn write<'e, E: sqlx::SqliteExecutor<'e>>(
-    db: E,
+pub(super) fn write(
+    db: &rusqlite::Connection,
     record: &Subscription,
     change: Option<&Change>,
-) -> Result<(), sqlx::Error> {
+) -> rusqlite::Result<()> {
     let event = Event {
         id: event_id(),
         kind: match change {
@@ -76,11 +76,11 @@ pub(super) async fn write<'e, E: sqlx::SqliteExecutor<'e>>(
         change: change.cloned(),
         record: record.clone(),
     };
-    sqlx::query("INSERT INTO outbox (id, body) VALUES (?, ?)")
-        .bind(&event.id)
-        .bind(serde_json::to_string(&event).expect("an event serialises"))
-        .execute(db)
-        .await?;
+    db.prepare_cached("INSERT INTO outbox (id, body) VALUES (?1, ?2)")?
+        .execute([
+            event.id.clone(),
+            serde_json::to_string(&event).expect("an event serialises"),
+        ])?;
     Ok(())
 }
 
@@ -93,7 +93,7 @@ fn backoff(attempts: i64) -> i64 {
 /// Delivers due events until the process stops; `wake` is notified after each commit that
 /// wrote one.
 pub(super) async fn deliver(
-    db: SqlitePool,
+    db: Arc<Db>,
     settings: EventDelivery,
     wake: Arc<tokio::sync::Notify>,
     dice: Arc<AtomicU64>,
@@ -110,17 +110,17 @@ pub(super) async fn deliver(
     };
     let faults = settings.faults;
     loop {
-        let due = sqlx::query(
-            "SELECT seq, body, attempts, held FROM outbox WHERE next_at <= ? ORDER BY seq LIMIT 64",
-        )
-        .bind(now_ms())
-        .fetch_all(&db)
-        .await;
-        let mut due: Vec<(i64, String, i64, bool)> = match due {
-            Ok(rows) => rows
-                .iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2), r.get::<i64, _>(3) != 0))
-                .collect(),
+        let due = db.with(|db| {
+            db.prepare_cached(
+                "SELECT seq, body, attempts, held FROM outbox WHERE next_at <= ?1 ORDER BY seq LIMIT 64",
+            )?
+            .query_map([now_ms()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? != 0))
+            })?
+            .collect::<rusqlite::Result<Vec<(i64, String, i64, bool)>>>()
+        });
+        let mut due = match due {
+            Ok(rows) => rows,
             Err(e) => {
                 tracing::warn!(error = %e, "the outbox could not be read");
                 Vec::new()
@@ -139,33 +139,35 @@ pub(super) async fn deliver(
         for (seq, body, attempts, held) in due {
             let result = if attempts == 0 && !held && next_percent(&dice) < faults.drop_percent {
                 tracing::debug!(seq, "event dropped (injected)");
-                sqlx::query("DELETE FROM outbox WHERE seq = ?")
-                    .bind(seq)
-                    .execute(&db)
-                    .await
+                remove(&db, seq)
             } else if attempts == 0 && !held && next_percent(&dice) < faults.delay_percent {
-                sqlx::query("UPDATE outbox SET held = 1, next_at = ? WHERE seq = ?")
-                    .bind(now_ms() + faults.delay.as_millis() as i64)
-                    .bind(seq)
-                    .execute(&db)
-                    .await
+                db.with(|db| {
+                    db.prepare_cached("UPDATE outbox SET held = 1, next_at = ?1 WHERE seq = ?2")?
+                        .execute([now_ms() + faults.delay.as_millis() as i64, seq])
+                })
             } else if send(&client, &settings, &body, faults.copies.max(1)).await {
-                sqlx::query("DELETE FROM outbox WHERE seq = ?")
-                    .bind(seq)
-                    .execute(&db)
-                    .await
+                remove(&db, seq)
             } else {
-                sqlx::query("UPDATE outbox SET attempts = attempts + 1, next_at = ? WHERE seq = ?")
-                    .bind(now_ms() + backoff(attempts))
-                    .bind(seq)
-                    .execute(&db)
-                    .await
+                db.with(|db| {
+                    db.prepare_cached(
+                        "UPDATE outbox SET attempts = attempts + 1, next_at = ?1 WHERE seq = ?2",
+                    )?
+                    .execute([now_ms() + backoff(attempts), seq])
+                })
             };
             if let Err(e) = result {
                 tracing::warn!(error = %e, "the outbox could not be updated");
             }
         }
     }
+}
+
+/// Removes a delivered (or dropped) event.
+fn remove(db: &Db, seq: i64) -> rusqlite::Result<usize> {
+    db.with(|db| {
+        db.prepare_cached("DELETE FROM outbox WHERE seq = ?1")?
+            .execute([seq])
+    })
 }
 
 /// Sends one event `copies` times, each signed now; `true` when one got a 2xx.
