@@ -3,7 +3,8 @@
 # record each time, 16 customers at once (crates/tools/examples/apply_load.rs), on SQLite
 # with one server, on PostgreSQL with one, and on PostgreSQL with two replicas of one store
 # (each change selected on one replica and applied on the other). Prints changes per second,
-# latencies, actiongate's CPU per change (both replicas together) and PostgreSQL's, and
+# latencies, actiongate's CPU per change (both replicas together), the reference service's,
+# the load's and PostgreSQL's (what the machine spends on a change, side by side), and
 # writes the table to bench/results/new-changes.md.
 #
 # Usage: bench/new_changes.sh [--duration SECONDS] [--no-build] [--out FILE]
@@ -41,7 +42,7 @@ trap 'bench_cleanup; psql "$ADMIN" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 
 
 SP=$(free_port)
 setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
-PIDS+=($!)
+PIDS+=($!); SERVICE_PID=$!
 wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
 
 # Starts a replica: NAME [DATABASE_URL]; sets PORT and PID.
@@ -67,10 +68,10 @@ ROWS=()
 FIRST=100000
 # run LABEL SERVERS PIDS: one apply_load run; appends a row.
 run() {
-  local p0 p1 line per_s p50 p99 cpu count pg
+  local p0 p1 line per_s p50 p99 cpu service load count pg
   p0=$(pg_ticks)
   line=$("$APPLY_LOAD" --server "$2" --service "http://127.0.0.1:$SP" --duration "$DURATION" \
-    --concurrency 16 --records 40000 --first-record "$FIRST" --cpu-pid "$3" | grep '^apply_load pair ')
+    --concurrency 16 --records 40000 --first-record "$FIRST" --cpu-pid "$3" --service-pid "$SERVICE_PID" | grep '^apply_load pair ')
   p1=$(pg_ticks)
   FIRST=$((FIRST + 100000))
   log "$1: $line"
@@ -78,10 +79,12 @@ run() {
   per_s=$(sed -E 's/.*per_s=([0-9.]+).*/\1/' <<<"$line")
   p50=$(sed -E 's/.*p50_ms=([0-9.]+).*/\1/' <<<"$line")
   p99=$(sed -E 's/.*p99_ms=([0-9.]+).*/\1/' <<<"$line")
-  cpu=$(sed -E 's/.*cpu_us=([0-9]+).*/\1/' <<<"$line")
+  cpu=$(sed -E 's/.* cpu_us=([0-9]+).*/\1/' <<<"$line")
+  service=$(sed -E 's/.*service_cpu_us=([0-9]+).*/\1/' <<<"$line")
+  load=$(sed -E 's/.*load_cpu_us=([0-9]+).*/\1/' <<<"$line")
   pg="–"
   [[ "$1" == *PostgreSQL* ]] && pg=$(python3 -c "import sys; print('{:,.0f}'.format((int(sys.argv[1]) / int(sys.argv[2])) * 1e6 / max(1, int(sys.argv[3]))))" "$((p1 - p0))" "$(getconf CLK_TCK)" "$count")
-  ROWS+=("$(python3 -c "import sys; print('| {} | {:,.0f} | {} | {} | {:,} | {} |'.format(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]))" "$1" "$per_s" "$p50" "$p99" "$cpu" "$pg")")
+  ROWS+=("$(python3 -c "import sys; print('| {} | {:,.0f} | {} | {} | {:,} | {:,} | {:,} | {} |'.format(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]))" "$1" "$per_s" "$p50" "$p99" "$cpu" "$service" "$load" "$pg")")
 }
 
 replica sqlite
@@ -98,8 +101,8 @@ mkdir -p "$(dirname "$OUT")"
   echo
   echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. Everything, the load included, on this machine's $(nproc) cores."
   echo
-  echo "| store | changes/s | p50 ms | p99 ms | actiongate CPU µs per change | PostgreSQL CPU µs per change |"
-  echo "|---|---:|---:|---:|---:|---:|"
+  echo "| store | changes/s | p50 ms | p99 ms | actiongate CPU µs per change | service CPU µs | load CPU µs | PostgreSQL CPU µs |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${ROWS[@]}"
 } >"$OUT"
 cat "$OUT"

@@ -15,7 +15,8 @@ use super::outcome::{Outcome, Reason, Terms};
 use super::send::ConfirmedChange;
 use super::ConsentConfig;
 use crate::store::{
-    now_ms, Approval, ApprovalState, AuditEntry, Claim, OpState, Operation, Store, StoreError,
+    now_ms, Approval, ApprovalState, AuditEntry, Claim, ClaimToSend, OpState, Operation, Store,
+    StoreError,
 };
 use crate::subscriptions::model::RevisionFormat;
 use crate::subscriptions::{Provider, Subscription};
@@ -298,35 +299,32 @@ impl Guard {
         current: Terms,
     ) -> Result<Outcome, StoreError> {
         let key = &confirmation.request_key;
+        // 14. The key claimed and the account's budget spent, in one transaction.
         let claim = step!("guard.claim");
         let life = Lifecycle::of(&self.store);
-        let claimed = life.claim_key(&op).instrument(claim.clone()).await?;
-        if matches!(claimed, Claim::SubscriptionBusy) {
-            decided(&claim, &pending());
-        }
-        drop(claim);
-        match claimed {
-            Claim::Claimed => {}
+        let claimed = life
+            .sending(&op, self.config.rate)
+            .instrument(claim.clone())
+            .await?;
+        let refusal = match claimed {
+            ClaimToSend::Sending => None,
             // R3: another delivery of the same "yes" got here first.
-            Claim::KeyTaken => {
+            ClaimToSend::Refused(Claim::KeyTaken) => {
+                drop(claim);
                 let op = self.store.operation(key).await?.unwrap_or(op);
                 return self.replay(op).await;
             }
             // R2: another confirmation's command for this subscription is unresolved.
-            Claim::SubscriptionBusy => return Ok(pending()),
+            ClaimToSend::Refused(_) => Some(pending()),
+            ClaimToSend::BudgetSpent => {
+                Some(Outcome::blocked(Reason::RateLimited).with_current(Some(current.clone())))
+            }
+        };
+        if let Some(refusal) = refusal {
+            decided(&claim, &refusal);
+            return Ok(refusal);
         }
-        // 14. The account's budget.
-        let rate = self.config.rate;
-        if !self
-            .store
-            .take_token(&confirmation.account, rate.capacity, rate.per_second)
-            .instrument(step!("guard.budget"))
-            .await?
-        {
-            // Still claimed (nothing takes a fresh claim over): given back.
-            life.never_sent(key).await?;
-            return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
-        }
+        drop(claim);
         // 15. The command.
         let command = step!("guard.command");
         let outcome = ConfirmedChange {

@@ -4,7 +4,8 @@
 //! stands and the other reads it back; and the outcomes each state answers with.
 
 use super::outcome::{Outcome, Reason, Status, Terms};
-use crate::store::{Claim, OpState, Operation, Store, StoreError};
+use super::RateLimit;
+use crate::store::{ClaimToSend, OpState, Operation, Store, StoreError};
 
 /// How a sent command ended, as far as the one who learned it knows.
 #[derive(Debug)]
@@ -40,21 +41,23 @@ impl<'a> Lifecycle<'a> {
         Self { store }
     }
 
-    /// → claimed: the request key taken, if no other delivery has it and the subscription
-    /// has no other unresolved command.
-    pub(super) async fn claim_key(&self, op: &Operation) -> Result<Claim, StoreError> {
+    /// → sent, the moment before the command goes out: the request key claimed and the
+    /// account's budget spent (step 14) in the same transaction, so that a claim is never
+    /// left between the two for a crash or the reconciler to find, and a refusal leaves
+    /// nothing behind.
+    pub(super) async fn sending(
+        &self,
+        op: &Operation,
+        rate: RateLimit,
+    ) -> Result<ClaimToSend, StoreError> {
         debug_assert_eq!(op.state, OpState::Claimed);
-        self.store.claim(op).await
+        self.store
+            .claim_to_send(op, rate.capacity, rate.per_second)
+            .await
     }
 
-    /// claimed → sent, the moment before the command goes out. `false` when the claim was
-    /// taken back meanwhile: then nothing may be sent under it.
-    pub(super) async fn sending(&self, key: &str) -> Result<bool, StoreError> {
-        self.store.mark_sent(key).await
-    }
-
-    /// claimed or sent → gone: the command never left (the budget was spent, or the
-    /// service could not be reached), so the same confirmation may be tried again.
+    /// claimed or sent → gone: the command never left (the service could not be
+    /// reached), so the same confirmation may be tried again.
     /// `false` when the reconciler took the operation over meanwhile (its sender was
     /// too slow): it stays, and its outcome is the reconciler's to learn.
     pub(super) async fn never_sent(&self, key: &str) -> Result<bool, StoreError> {
@@ -215,8 +218,8 @@ mod tests {
             asked_at: Some(now),
         };
         let life = Lifecycle::of(store);
-        assert_eq!(life.claim_key(&op).await.unwrap(), Claim::Claimed);
-        assert!(life.sending(key).await.unwrap());
+        let rate = RateLimit::default();
+        assert_eq!(life.sending(&op, rate).await.unwrap(), ClaimToSend::Sending);
         store.operation(key).await.unwrap().unwrap()
     }
 

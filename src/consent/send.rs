@@ -56,6 +56,7 @@ impl ConfirmedCommand for ConfirmedChange {
 
 impl ConfirmedChange {
     /// Step 15: the command, with `If-Match` and `Idempotency-Key`; the outcome recorded.
+    /// The operation is already sent (claimed, its budget spent and marked in one step).
     pub(super) async fn send(
         self,
         provider: &dyn Provider,
@@ -64,11 +65,6 @@ impl ConfirmedChange {
         let life = Lifecycle::of(store);
         let c = &self.confirmation;
         let key = &c.request_key;
-        if !life.sending(key).await? {
-            // The claim was taken back meanwhile: nothing may be sent under it.
-            tracing::warn!(request_key = %key, "the claim was taken back before sending; nothing sent");
-            return Ok(Outcome::blocked(Reason::ServiceUnavailable));
-        }
         let ending = match provider.send_change(&self).await {
             CommandOutcome::Applied {
                 contradiction: None,

@@ -1,6 +1,7 @@
 //! The per-account budget for irreversible changes: a token bucket per account in the
 //! store, shared by every replica using it.
 
+use super::db::Query;
 use super::{now_ms, Store, StoreError};
 
 impl Store {
@@ -16,27 +17,30 @@ impl Store {
         if capacity < 1.0 {
             return Ok(false);
         }
-        let now = now_ms();
-        // One statement: a new bucket starts full and gives its first token; an existing one
-        // is refilled by the time elapsed (capped), then gives one if it holds one.
+        Ok(self.spend(account, capacity, per_second).execute().await? == 1)
+    }
+
+    /// The statement that takes one token from the account's bucket: it changes a row
+    /// when the bucket held one. A new bucket starts full and gives its first token; an
+    /// existing one is refilled by the time elapsed (capped), then gives one if it holds
+    /// one. For a capacity of at least one.
+    pub(super) fn spend(&self, account: &str, capacity: f64, per_second: f64) -> Query<'_> {
         let refilled = "(CASE WHEN rate_buckets.tokens + (CASE WHEN CAST($2 AS BIGINT) > rate_buckets.updated_at \
              THEN CAST($2 AS BIGINT) - rate_buckets.updated_at ELSE 0 END) * CAST($3 AS DOUBLE PRECISION) \
              > CAST($4 AS DOUBLE PRECISION) THEN CAST($4 AS DOUBLE PRECISION) \
              ELSE rate_buckets.tokens + (CASE WHEN CAST($2 AS BIGINT) > rate_buckets.updated_at \
              THEN CAST($2 AS BIGINT) - rate_buckets.updated_at ELSE 0 END) * CAST($3 AS DOUBLE PRECISION) END)";
-        let done = self.db.query(format!(
-            "INSERT INTO rate_buckets (account, tokens, updated_at) \
-             VALUES ($1, CAST($4 AS DOUBLE PRECISION) - 1, CAST($2 AS BIGINT)) \
-             ON CONFLICT (account) DO UPDATE SET tokens = {refilled} - 1, updated_at = CAST($2 AS BIGINT) \
-             WHERE {refilled} >= 1"
-        ))
-        .bind(account)
-        .bind(now)
-        .bind(per_second / 1000.0)
-        .bind(capacity)
-        .execute()
-        .await?;
-        Ok(done == 1)
+        self.db
+            .query(format!(
+                "INSERT INTO rate_buckets (account, tokens, updated_at) \
+                 VALUES ($1, CAST($4 AS DOUBLE PRECISION) - 1, CAST($2 AS BIGINT)) \
+                 ON CONFLICT (account) DO UPDATE SET tokens = {refilled} - 1, updated_at = CAST($2 AS BIGINT) \
+                 WHERE {refilled} >= 1"
+            ))
+            .bind(account)
+            .bind(now_ms())
+            .bind(per_second / 1000.0)
+            .bind(capacity)
     }
 
     /// Whether the account's bucket holds a token now, without taking it (a held change

@@ -228,6 +228,25 @@ impl Db {
 
     /// Runs statements in one transaction: all of them, or none.
     pub(super) async fn execute_all(&self, statements: Vec<Query<'_>>) -> Result<(), StoreError> {
+        self.transaction(statements, false).await.map(drop)
+    }
+
+    /// Runs statements in order in one transaction, each only if every one before it
+    /// changed a row: the first that changes none ends it, everything rolled back, and its
+    /// index is returned; `None` when each changed a row and all are committed.
+    pub(super) async fn execute_while_changing(
+        &self,
+        statements: Vec<Query<'_>>,
+    ) -> Result<Option<usize>, StoreError> {
+        self.transaction(statements, true).await
+    }
+
+    async fn transaction(
+        &self,
+        statements: Vec<Query<'_>>,
+        stop_when_unchanged: bool,
+    ) -> Result<Option<usize>, StoreError> {
+        let unchanged = |i: usize, changed: u64| (stop_when_unchanged && changed == 0).then_some(i);
         match self {
             Self::Sqlite(conn) => with(conn, |c| {
                 // IMMEDIATE: the write lock is taken at the start, so waiting for another
@@ -236,20 +255,31 @@ impl Db {
                     c,
                     rusqlite::TransactionBehavior::Immediate,
                 )?;
-                for q in &statements {
+                for (i, q) in statements.iter().enumerate() {
                     let mut stmt = tx.prepare_cached(&q.sql)?;
                     bind(&mut stmt, &q.args)?;
-                    stmt.raw_execute()?;
+                    if let Some(stop) = unchanged(i, stmt.raw_execute()? as u64) {
+                        drop(stmt);
+                        tx.rollback()?;
+                        return Ok(Some(stop));
+                    }
                 }
-                tx.commit()
+                tx.commit().map(|()| None)
             }),
             Self::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                for q in &statements {
-                    pg_query(&q.sql, &q.args).execute(&mut *tx).await?;
+                for (i, q) in statements.iter().enumerate() {
+                    let changed = pg_query(&q.sql, &q.args)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    if let Some(stop) = unchanged(i, changed) {
+                        tx.rollback().await?;
+                        return Ok(Some(stop));
+                    }
                 }
                 tx.commit().await?;
-                Ok(())
+                Ok(None)
             }
         }
     }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use super::db::Row;
+use super::db::{Query, Row};
 use serde::Serialize;
 
 use super::{now_ms, Store, StoreError};
@@ -21,6 +21,17 @@ pub enum Claim {
     KeyTaken,
     /// Another operation for the same subscription has no known outcome yet.
     SubscriptionBusy,
+}
+
+/// What a claim to send ([`Store::claim_to_send`]) found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimToSend {
+    /// The key claimed, a token spent, the operation sent: the command may go out.
+    Sending,
+    /// Nothing claimed: the key is another delivery's, or the subscription is busy.
+    Refused(Claim),
+    /// Nothing claimed: the account's budget is spent.
+    BudgetSpent,
 }
 
 /// One confirmed change, from the claim of its request key to its outcome.
@@ -111,9 +122,44 @@ impl Store {
     /// any number of replicas, exactly one is [`Claim::Claimed`]; and no key is claimed
     /// while another operation for the same subscription is claimed, sent or unknown.
     pub async fn claim(&self, op: &Operation) -> Result<Claim, StoreError> {
-        let done = self.db.query(
+        if self.claim_as(op, OpState::Claimed)?.execute().await? == 1 {
+            return Ok(Claim::Claimed);
+        }
+        self.why_not_claimed(op).await
+    }
+
+    /// Claims a request key, takes one token from the account's bucket and marks the
+    /// operation sent, in one transaction: the moment before its command goes out, with
+    /// nothing between the claim and the send for a crash or a reconciler to find. All of
+    /// it or none: a key another delivery holds, a subscription with an unresolved command
+    /// or a spent budget leaves no claim and spends nothing. `capacity` is the bucket's
+    /// (at least one; below that nothing is ever sent).
+    pub async fn claim_to_send(
+        &self,
+        op: &Operation,
+        capacity: f64,
+        per_second: f64,
+    ) -> Result<ClaimToSend, StoreError> {
+        if capacity < 1.0 {
+            return Ok(ClaimToSend::BudgetSpent);
+        }
+        let statements = vec![
+            self.claim_as(op, OpState::Sent)?,
+            self.spend(&op.account, capacity, per_second),
+        ];
+        Ok(match self.db.execute_while_changing(statements).await? {
+            None => ClaimToSend::Sending,
+            Some(0) => ClaimToSend::Refused(self.why_not_claimed(op).await?),
+            Some(_) => ClaimToSend::BudgetSpent,
+        })
+    }
+
+    /// The claim of `op`'s key, in `state`: it changes no row when either constraint
+    /// refuses it (the key taken, or the subscription's open operation).
+    fn claim_as(&self, op: &Operation, state: OpState) -> Result<Query<'_>, StoreError> {
+        Ok(self.db.query(
             "INSERT INTO operations (request_key, sender_id, account, subscription, change_type, revision, \
-             terms, state, outcome, created_at, updated_at, asked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'claimed', NULL, $8, $8, $9) \
+             terms, state, outcome, created_at, updated_at, asked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $10, NULL, $8, $8, $9) \
              ON CONFLICT DO NOTHING",
         )
         .bind(&op.request_key)
@@ -125,12 +171,11 @@ impl Store {
         .bind(serde_json::to_string(&op.terms)?)
         .bind(now_ms())
         .bind(op.asked_at)
-        .execute()
-        .await?;
-        if done == 1 {
-            return Ok(Claim::Claimed);
-        }
-        // Either constraint refused it: the key's own row, or the subscription's open one.
+        .bind(state.as_str()))
+    }
+
+    /// Which constraint refused a claim: the key's own row, or the subscription's open one.
+    async fn why_not_claimed(&self, op: &Operation) -> Result<Claim, StoreError> {
         Ok(if self.operation(&op.request_key).await?.is_some() {
             Claim::KeyTaken
         } else {

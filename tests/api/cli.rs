@@ -788,7 +788,6 @@ async fn traces_continue_rasas_and_show_each_guard_step() {
         "guard.repeats",
         "guard.facts",
         "guard.claim",
-        "guard.budget",
         "guard.command",
         "guard.audit",
     ];

@@ -13,7 +13,7 @@ use common::{outcome_of, spawn_app_with, Chat, ChatExt, TestApp};
 use serde_json::{json, Value};
 
 use actiongate::consent::{Outcome, Reason, Terms};
-use actiongate::store::{OpState, Operation, Store};
+use actiongate::store::{Claim, ClaimToSend, OpState, Operation, Store};
 use actiongate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
 
 #[derive(Clone, Copy)]
@@ -71,6 +71,7 @@ on_both!(
     concurrent_claims_have_one_winner,
     one_unresolved_operation_per_subscription_across_replicas,
     the_token_bucket_spends_and_refills,
+    a_claim_to_send_is_all_or_nothing,
     fifty_concurrent_applies_over_two_replicas_change_once,
     a_dropped_connection_after_the_command_is_pending_until_checked,
     a_service_stalled_past_the_timeout_is_pending_until_checked,
@@ -200,7 +201,7 @@ async fn a_store_the_earlier_migration_runner_made_is_adopted(backend: Backend) 
     second.subscription = "WS-SUB-3304".into();
     assert_eq!(
         b.claim(&second).await.unwrap(),
-        actiongate::store::Claim::SubscriptionBusy,
+        Claim::SubscriptionBusy,
         "the partial unique index still holds"
     );
 }
@@ -217,7 +218,7 @@ async fn concurrent_claims_have_one_winner(backend: Backend) {
     let won = futures_util::future::join_all(claims)
         .await
         .into_iter()
-        .filter(|r| *r.as_ref().unwrap() == actiongate::store::Claim::Claimed)
+        .filter(|r| *r.as_ref().unwrap() == Claim::Claimed)
         .count();
     assert_eq!(won, 1);
     // A claim the reconciler takes back (left behind, as it thinks) is never sent after.
@@ -231,10 +232,7 @@ async fn concurrent_claims_have_one_winner(backend: Backend) {
         "taken back: not sent"
     );
     // A claim that moved on to sent is not taken back.
-    assert_eq!(
-        store.claim(&op("k1")).await.unwrap(),
-        actiongate::store::Claim::Claimed
-    );
+    assert_eq!(store.claim(&op("k1")).await.unwrap(), Claim::Claimed);
     let claimed = store.operation("k1").await.unwrap().unwrap();
     assert!(store.mark_sent("k1").await.unwrap());
     assert!(!store
@@ -345,6 +343,90 @@ async fn the_token_bucket_spends_and_refills(backend: Backend) {
         .filter(|r| *r.as_ref().unwrap())
         .count();
     assert_eq!(given, 5, "a new bucket shared by two replicas");
+}
+
+/// The claim, the budget and the mark of sending are one transaction: a claim that
+/// goes through is `sent` at once with one token spent; a key another delivery holds, a
+/// busy subscription or a spent budget leaves no row behind and spends nothing; and of
+/// concurrent claims to send on two replicas, one wins and spends one token.
+async fn a_claim_to_send_is_all_or_nothing(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = database_url(backend, dir.path()).await;
+    let store = Store::connect(&url).await.unwrap();
+    let count = |store: &Store, key: &'static str| {
+        let store = store.clone();
+        async move { store.operation(key).await.unwrap().map(|op| op.state) }
+    };
+    // Through: sent, and one of the account's two tokens spent.
+    assert_eq!(
+        store.claim_to_send(&op("k1"), 2.0, 0.0).await.unwrap(),
+        ClaimToSend::Sending
+    );
+    assert_eq!(count(&store, "k1").await, Some(OpState::Sent));
+    // The same key again: refused, nothing spent (the account still has its second token).
+    assert_eq!(
+        store.claim_to_send(&op("k1"), 2.0, 0.0).await.unwrap(),
+        ClaimToSend::Refused(Claim::KeyTaken)
+    );
+    // Another key for the same subscription while k1 is unresolved: refused, no row.
+    assert_eq!(
+        store.claim_to_send(&op("k2"), 2.0, 0.0).await.unwrap(),
+        ClaimToSend::Refused(Claim::SubscriptionBusy)
+    );
+    assert_eq!(count(&store, "k2").await, None);
+    assert!(
+        store.take_token("acct-7", 2.0, 0.0).await.unwrap(),
+        "unspent"
+    );
+    // The budget spent: refused, and the claim rolled back with it.
+    assert!(store
+        .set_state("k1", OpState::Applied, Some(&some_outcome()))
+        .await
+        .unwrap());
+    assert_eq!(
+        store.claim_to_send(&op("k3"), 2.0, 0.0).await.unwrap(),
+        ClaimToSend::BudgetSpent
+    );
+    assert_eq!(count(&store, "k3").await, None, "no claim left behind");
+    assert_eq!(
+        store
+            .open_operation("WS-SUB-3304")
+            .await
+            .unwrap()
+            .map(|op| op.request_key),
+        None,
+        "the subscription is free"
+    );
+    // Two replicas, twelve keys for one subscription at once: one sent, one token spent.
+    let other = Store::connect(&url).await.unwrap();
+    let mut fresh = op("r0");
+    fresh.account = "acct-8".into();
+    fresh.subscription = "WS-SUB-9".into();
+    let claims = (0..12).map(|i| {
+        let replica = if i % 2 == 0 { &store } else { &other };
+        let mut op = fresh.clone();
+        op.request_key = format!("r{i}");
+        async move { replica.claim_to_send(&op, 3.0, 0.0).await.unwrap() }
+    });
+    let results = futures_util::future::join_all(claims).await;
+    assert_eq!(
+        results
+            .iter()
+            .filter(|c| **c == ClaimToSend::Sending)
+            .count(),
+        1,
+        "{results:?}"
+    );
+    assert!(results.iter().all(|c| matches!(
+        c,
+        ClaimToSend::Sending | ClaimToSend::Refused(Claim::SubscriptionBusy)
+    )));
+    assert!(store.take_token("acct-8", 3.0, 0.0).await.unwrap());
+    assert!(store.take_token("acct-8", 3.0, 0.0).await.unwrap());
+    assert!(
+        !store.take_token("acct-8", 3.0, 0.0).await.unwrap(),
+        "exactly one token went to the claims"
+    );
 }
 
 /// An `actiongate serve` process, killed when dropped.

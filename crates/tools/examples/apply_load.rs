@@ -8,13 +8,16 @@
 //!
 //! apply_load --server URL[,URL...] --service URL [--duration SECS] [--concurrency N]
 //!            [--records N] [--first-record N] [--cpu-pid PID[,PID...]]
+//!            [--service-pid PID]
 //!
 //! With more than one server (replicas of one store), each change is selected on one and
 //! applied on the next, so every "yes" lands on a replica that did not ask the question.
 //! Prints one line a step, `apply_load STEP count=N per_s=R p50_ms=A p99_ms=B cpu_us=C`,
 //! for `select`, `apply` and `pair` (select then apply; C is the CPU time the processes
-//! `--cpu-pid` used together per pair, 0 without it), and exits non-zero on any unexpected
-//! answer.
+//! `--cpu-pid` used together per pair, 0 without it; the pair's line also gives the CPU the
+//! service's process (`--service-pid`) and this load used per pair, `service_cpu_us=S
+//! load_cpu_us=L`, so what the machine spends on a change is read in one run), and exits
+//! non-zero on any unexpected answer.
 //! Records (numbered from `--first-record`, so runs against one service don't meet) are
 //! created before the clock starts (`--records`, default 12,000); a run that uses them all
 //! up stops early and says so.
@@ -34,6 +37,7 @@ struct Args {
     records: usize,
     first_record: usize,
     cpu_pids: Vec<u32>,
+    service_pid: Option<u32>,
 }
 
 fn args() -> Args {
@@ -45,6 +49,7 @@ fn args() -> Args {
         records: 12_000,
         first_record: 0,
         cpu_pids: Vec::new(),
+        service_pid: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -62,6 +67,7 @@ fn args() -> Args {
                     .map(|p| p.parse().expect("--cpu-pid"))
                     .collect()
             }
+            "--service-pid" => a.service_pid = Some(value.parse().expect("--service-pid")),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -184,7 +190,9 @@ async fn main() {
     let timings = Arc::new(Mutex::new(Timings::default()));
     let next = Arc::new(AtomicUsize::new(range.start));
     let cpu_of = |pids: &[u32]| pids.iter().map(|&p| cpu_us(p)).sum::<f64>();
+    let others = |pid: Option<u32>| [pid.map_or(0.0, cpu_us), cpu_us(std::process::id())];
     let cpu_before = cpu_of(&args.cpu_pids);
+    let others_before = others(args.service_pid);
     let started = Instant::now();
     let workers: Vec<_> = (0..args.concurrency)
         .map(|_| {
@@ -215,6 +223,11 @@ async fn main() {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = cpu_of(&args.cpu_pids) - cpu_before;
+    let others_after = others(args.service_pid);
+    let (service_cpu, load_cpu) = (
+        others_after[0] - others_before[0],
+        others_after[1] - others_before[1],
+    );
     let used = next.load(Ordering::Relaxed).min(range.end);
     if used >= range.end {
         eprintln!(
@@ -246,13 +259,23 @@ async fn main() {
         ("pair", &mut t.pair),
     ] {
         samples.sort_by(f64::total_cmp);
+        let per = |total: f64| total / samples.len().max(1) as f64;
+        let others = if name == "pair" {
+            format!(
+                " service_cpu_us={:.0} load_cpu_us={:.0}",
+                per(service_cpu),
+                per(load_cpu)
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "apply_load {name} count={} per_s={:.1} p50_ms={:.2} p99_ms={:.2} cpu_us={:.0}",
+            "apply_load {name} count={} per_s={:.1} p50_ms={:.2} p99_ms={:.2} cpu_us={:.0}{others}",
             samples.len(),
             samples.len() as f64 / elapsed,
             percentile(samples, 0.50),
             percentile(samples, 0.99),
-            cpu / samples.len().max(1) as f64,
+            per(cpu),
         );
     }
     for e in t.unexpected.iter().take(5) {
