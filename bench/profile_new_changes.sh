@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Where actiongate's CPU goes on a new change: the SQLite row of bench/new_changes.sh (one
+# service, one actiongate on SQLite, apply_load with 16 customers) with `perf record` on
+# actiongate for a few seconds in the middle of the run, the samples put in buckets by
+# bench/perf_buckets.py, each with its share of the CPU per change measured in the run.
+#
+# Usage: bench/profile_new_changes.sh [--duration SECONDS] [--no-build]
+# Needs perf (Debian's linux-perf, installed when missing), python3, cargo, curl.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+DURATION=16
+SIZES=""
+BUILD=1
+OUT=""
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+bench_args "$@"
+bench_workdir profile-new-changes
+command -v perf >/dev/null || { apt-get update >/dev/null && apt-get install -y linux-perf >/dev/null; }
+if [[ "$BUILD" == 1 ]]; then
+  cargo build --release --quiet --bin actiongate
+  cargo build --release --quiet -p tools --example apply_load
+fi
+BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
+APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
+
+SP=$(free_port)
+setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
+PIDS+=($!); SERVICE_PID=$!
+wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
+PORT=$(free_port)
+(cd "$WORK" && exec setsid "$BIN" serve --host 127.0.0.1 --port "$PORT" --subscriptions-url "http://127.0.0.1:$SP" \
+  --data-dir "$WORK/sqlite" --rate-capacity 1000000) >"$WORK/actiongate.log" 2>&1 &
+PIDS+=($!); PID=$!
+wait_http "http://127.0.0.1:$PORT/health"
+
+"$APPLY_LOAD" --server "http://127.0.0.1:$PORT" --service "http://127.0.0.1:$SP" --duration "$DURATION" \
+  --concurrency 16 --records 40000 --cpu-pid "$PID" --service-pid "$SERVICE_PID" >"$WORK/load.txt" &
+LOAD=$!
+# The records are made before the clock starts: wait until the load's changes begin.
+for _ in $(seq 600); do
+  [[ -n "$(find "$WORK/sqlite" -name 'actiongate.db-wal' -size +64k 2>/dev/null)" ]] && break
+  sleep 0.1
+done
+sleep 2
+perf record -e cpu-clock -F 1000 --call-graph dwarf,16384 -p "$PID" -o "$WORK/perf.data" -- sleep 4 >/dev/null 2>&1
+wait "$LOAD"
+line=$(grep '^apply_load pair ' "$WORK/load.txt")
+log "$line"
+cpu=$(sed -E 's/.* cpu_us=([0-9]+).*/\1/' <<<"$line")
+perf script -i "$WORK/perf.data" 2>/dev/null >"$WORK/perf.txt"
+python3 bench/perf_buckets.py "$WORK/perf.txt" "$cpu"
