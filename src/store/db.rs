@@ -532,6 +532,35 @@ mod tests {
         );
     }
 
+    /// The first statement that changes no row rolls back those before it and ends the
+    /// transaction there (the later ones are not run); all changing commits all.
+    #[tokio::test]
+    async fn statements_run_while_each_changes_a_row() {
+        let (_dir, db) = sqlite();
+        db.query("CREATE TABLE t (k TEXT PRIMARY KEY)")
+            .execute()
+            .await
+            .unwrap();
+        let insert = |k: &'static str| {
+            db.query("INSERT INTO t (k) VALUES ($1) ON CONFLICT DO NOTHING")
+                .bind(k)
+        };
+        let count = || db.query("SELECT COUNT(*) FROM t").scalar::<i64>();
+        assert_eq!(
+            db.execute_while_changing(vec![insert("a"), insert("b")])
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(count().await.unwrap(), 2);
+        let stopped = db
+            .execute_while_changing(vec![insert("c"), insert("a"), insert("d")])
+            .await
+            .unwrap();
+        assert_eq!(stopped, Some(1), "\"a\" is there: no row changed");
+        assert_eq!(count().await.unwrap(), 2, "c rolled back, d never run");
+    }
+
     #[tokio::test]
     async fn a_closed_store_refuses_every_statement() {
         let (_dir, db) = sqlite();
