@@ -3,6 +3,7 @@
 //! drive the server with. Rasa's part (recording actions, rendering responses, filling
 //! slots from entities) is done here as Rasa does it.
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 /// The responses shipped with the project; the confirmation question is rendered from
@@ -18,11 +19,9 @@ pub fn domain_responses() -> &'static Value {
     })
 }
 
-/// The confirmation template, from [`RESPONSES`].
+/// The confirmation template, from [`RESPONSES`] (read once).
 pub fn confirmation_template() -> String {
-    let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(RESPONSES).expect("the responses file is YAML");
-    doc["responses"]["utter_confirm_subscription_change"][0]["text"]
+    domain_responses()["utter_confirm_subscription_change"][0]["text"]
         .as_str()
         .expect("the confirmation response has a text")
         .to_owned()
@@ -67,14 +66,26 @@ impl Endpoint {
 
     /// POSTs a webhook body; the status and the JSON answer (Null when not JSON).
     pub async fn webhook(&self, body: &Value) -> Result<(u16, Value), reqwest::Error> {
+        self.webhook_bytes(serde_json::to_vec(body).expect("a JSON value serialises"))
+            .await
+    }
+
+    /// POSTs a webhook body already written as JSON; the status and the JSON answer (Null
+    /// when not JSON).
+    pub async fn webhook_bytes(&self, body: Vec<u8>) -> Result<(u16, Value), reqwest::Error> {
         let response = self
             .http
             .post(format!("{}/webhook", self.url))
-            .json(body)
+            .header("content-type", "application/json")
+            .body(body)
             .send()
             .await?;
         let status = response.status().as_u16();
-        Ok((status, response.json().await.unwrap_or(Value::Null)))
+        let bytes = response.bytes().await?;
+        Ok((
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        ))
     }
 }
 
@@ -232,6 +243,71 @@ impl Chat {
         })
     }
 
+    /// The body of [`Chat::request`], written straight to JSON from the chat (its events
+    /// are not copied into a new tree first): what [`Chat::run`] and a load send.
+    pub fn request_bytes(&self, action: &str) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            next_action: &'a str,
+            sender_id: &'a str,
+            tracker: Tracker<'a>,
+            version: &'static str,
+            domain: Domain,
+        }
+        #[derive(Serialize)]
+        struct Tracker<'a> {
+            sender_id: &'a str,
+            slots: &'a Map<String, Value>,
+            latest_message: &'a Value,
+            latest_event_time: f64,
+            followup_action: Option<()>,
+            paused: bool,
+            events: &'a [Value],
+            latest_input_channel: &'static str,
+            active_loop: Map<String, Value>,
+            latest_action: LatestAction<'a>,
+            latest_action_name: &'a str,
+        }
+        #[derive(Serialize)]
+        struct LatestAction<'a> {
+            action_name: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Domain {
+            version: &'static str,
+            intents: [&'static str; 2],
+            responses: &'static Value,
+            actions: [(); 0],
+        }
+        serde_json::to_vec(&Body {
+            next_action: action,
+            sender_id: &self.sender,
+            tracker: Tracker {
+                sender_id: &self.sender,
+                slots: &self.slots,
+                latest_message: &self.latest_message,
+                latest_event_time: self.t,
+                followup_action: None,
+                paused: false,
+                events: &self.events,
+                latest_input_channel: "rest",
+                active_loop: Map::new(),
+                latest_action: LatestAction {
+                    action_name: action,
+                },
+                latest_action_name: action,
+            },
+            version: "3.6.21",
+            domain: Domain {
+                version: "3.1",
+                intents: ["affirm", "deny"],
+                responses: domain_responses(),
+                actions: [],
+            },
+        })
+        .expect("a chat's request serialises")
+    }
+
     /// Rasa runs the action and records it: the action event, its slot events, and a bot
     /// event per response (with `utter_action` for named responses).
     pub async fn run(
@@ -239,7 +315,10 @@ impl Chat {
         app: &impl Webhook,
         action: &str,
     ) -> Result<(u16, Value), reqwest::Error> {
-        let (status, body) = app.endpoint().webhook(&self.request(action)).await?;
+        let (status, body) = app
+            .endpoint()
+            .webhook_bytes(self.request_bytes(action))
+            .await?;
         if status == 200 {
             self.record(action, &body);
         }
@@ -295,4 +374,25 @@ pub fn slot_in(body: &Value, name: &str) -> Option<Value> {
         .rev()
         .find(|e| e["event"] == "slot" && e["name"] == name)
         .map(|e| e["value"].clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes a chat sends are the body [`Chat::request`] builds.
+    #[test]
+    fn the_request_bytes_are_the_request() {
+        let mut c = Chat::new("s", Some("acct-7"));
+        c.user(
+            "please stop_renewal on WS-SUB-3304",
+            "request_change",
+            &[("subscription", "WS-SUB-3304")],
+        );
+        c.slot("change_tag", json!("WS-SUB-3304 stop_renewal r4"));
+        c.bot("Shall I?", Some("utter_confirm_subscription_change"));
+        let action = "apply_subscription_change";
+        let sent: Value = serde_json::from_slice(&c.request_bytes(action)).unwrap();
+        assert_eq!(sent, c.request(action));
+    }
 }

@@ -150,11 +150,11 @@ async fn change(servers: &[Endpoint], i: usize) -> Result<(f64, f64), String> {
         return Err(format!("select of {} answered {:?}", record_id(i), c.slots));
     }
     c.user("yes", "affirm", &[]);
-    let request = c.request("apply_subscription_change");
+    let request = c.request_bytes("apply_subscription_change");
     let server = &servers[(i + 1) % servers.len()];
     let t = Instant::now();
     let (status, body) = server
-        .webhook(&request)
+        .webhook_bytes(request)
         .await
         .map_err(|e| format!("apply: {e}"))?;
     let apply_ms = t.elapsed().as_secs_f64() * 1000.0;
