@@ -24,6 +24,16 @@ async fn start_with_delay(
 }
 
 /// The service with its own bound on the connections one address may hold.
+/// Whether the server has closed `stream` (its end read, or the connection reset), without
+/// waiting.
+fn shut_by_server(stream: &tokio::net::TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match stream.try_read(&mut byte) {
+        Ok(_) => true, // an end, or an answer nobody asked for: not a held connection now
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
 async fn start_bounded(
     dir: &std::path::Path,
     token: Option<&str>,
@@ -289,9 +299,38 @@ async fn a_configured_token_is_required() {
     assert_eq!(ok.status(), 200);
 }
 
-/// Long enough that a request sent `IN_FLIGHT` after a command lands while it is held.
-const DELAY: Duration = Duration::from_millis(400);
-const IN_FLIGHT: Duration = Duration::from_millis(150);
+/// How long the service holds a command between its key's claim and its atomic step: long
+/// enough that a request sent once [`in_flight`] has seen the claim lands while it is held.
+const DELAY: Duration = Duration::from_secs(1);
+
+/// Waits until the service has received the command with `key` and holds it (its key is
+/// `in_flight` in the service's own database), for up to 10 s. A fixed sleep could end
+/// before the command arrived on a loaded machine, and a lookup then would fence the key.
+async fn in_flight(dir: &std::path::Path, key: &str) {
+    let db = rusqlite::Connection::open_with_flags(
+        dir.join("subscriptions.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let state: Option<String> = db
+            .query_row(
+                "SELECT state FROM changes WHERE request_key = ?1",
+                [key],
+                |row| row.get(0),
+            )
+            .ok();
+        if state.as_deref() == Some("in_flight") {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the command with {key} never arrived (state {state:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
 
 async fn record(url: &str, id: &str) -> Value {
     reqwest::get(format!("{url}/v1/subscriptions/{id}"))
@@ -338,7 +377,7 @@ async fn a_record_moved_while_a_command_is_in_flight_fails_the_command() {
             .await
         }
     });
-    tokio::time::sleep(IN_FLIGHT).await;
+    in_flight(dir.path(), "k1").await;
     let put = put_moved(&url, "WS-SUB-3304").await;
     assert_eq!(put["revision"], 5);
     let answer = pending.await.unwrap();
@@ -405,7 +444,7 @@ async fn the_same_key_twice_in_flight_is_a_conflict() {
             .await
         }
     });
-    tokio::time::sleep(IN_FLIGHT).await;
+    in_flight(dir.path(), "k1").await;
     let again = command(
         &url,
         "WS-SUB-3304",
@@ -436,7 +475,7 @@ async fn a_key_refused_in_flight_may_be_sent_again() {
             .await
         }
     });
-    tokio::time::sleep(IN_FLIGHT).await;
+    in_flight(dir.path(), "k1").await;
     // The record moves but still offers the change, so only the revision stands in the way.
     let mut moved = record(&url, "WS-SUB-3310").await;
     moved.as_object_mut().unwrap().remove("revision");
@@ -504,7 +543,7 @@ async fn a_lookup_tells_in_flight_from_made_and_fences_a_key_never_received() {
             .await
         }
     });
-    tokio::time::sleep(IN_FLIGHT).await;
+    in_flight(dir.path(), "k-slow").await;
     assert_eq!(
         lookup(&url, "k-slow").await,
         (202, json!({"status": "in_flight"}))
@@ -566,7 +605,7 @@ async fn a_command_cut_off_by_a_restart_is_void_afterwards() {
             .await;
         }
     });
-    tokio::time::sleep(IN_FLIGHT).await;
+    in_flight(dir.path(), "k-cut").await;
     assert_eq!(lookup(&url, "k-cut").await.0, 202);
     handle.stop(false).await;
     pending.abort();
@@ -630,25 +669,32 @@ async fn crowds_from_one_address_and_trickled_bodies_are_cut_off() {
     let (url, handle) = start_bounded(dir.path(), None, Duration::ZERO, BOUND).await;
     let before = record(&url, "WS-SUB-3304").await;
     let get = "GET /v1/subscriptions/WS-SUB-3304 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
-    let mut held = Vec::new();
-    for _ in 0..BOUND {
+    let address: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let hold = || async move {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        held.push(
-            socket
-                .connect(url.trim_start_matches("http://").parse().unwrap())
-                .await
-                .unwrap(),
-        );
+        socket.connect(address).await.unwrap()
+    };
+    let mut held = Vec::new();
+    for _ in 0..BOUND {
+        held.push(hold().await);
     }
     // The server counts a connection once a worker takes it up, which on a loaded machine
-    // can trail the connect: a probe answered before all are counted is tried again (each
-    // closes after its answer, so none adds to the count), for up to 4 s: inside actix's
-    // 5 s request timeout, after which the held connections would be let go. (2 s was
-    // once too short while the rest of the suite ran beside it.)
+    // can trail the connect, and gives a place back once it has let a connection go, which
+    // can trail the client's close: a held connection taken up while the first GET's or
+    // a probe's place was still counted was over the cap and shut at once. So before each
+    // probe, a held connection the server shut is opened again, and a probe answered
+    // before all are counted is tried again (each closes after its answer, so none stays
+    // in the count), for up to 4 s: inside actix's 5 s request timeout, after which the
+    // held connections would be let go.
     let (mut one_more, mut text) = (None, String::new());
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(100)).await;
+        for stream in held.iter_mut() {
+            if shut_by_server(stream) {
+                *stream = hold().await;
+            }
+        }
         (one_more, text) = raw_from(&url, "127.0.0.1", get, false).await;
         if one_more.is_none() {
             break;
