@@ -340,12 +340,12 @@ impl Store {
 
     /// The sender's latest operation (what `check_subscription_change` looks at).
     pub async fn latest_for_sender(&self, sender: &str) -> Result<Option<Operation>, StoreError> {
-        let row = self.db.query(format!(
-            "SELECT {OP_COLUMNS} FROM operations WHERE sender_id = $1 ORDER BY created_at DESC LIMIT 1"
-        ))
-        .bind(sender)
-        .fetch_optional()
-        .await?;
+        let row = self
+            .db
+            .query(latest_for_sender_sql())
+            .bind(sender)
+            .fetch_optional()
+            .await?;
         row.map(|r| operation_from(&r)).transpose()
     }
 
@@ -412,4 +412,39 @@ pub(super) fn operation_from(r: &Row) -> Result<Operation, StoreError> {
         asked_at: r.get(11),
         request_key,
     })
+}
+
+/// A sender's latest operation: read through the `operations_sender` index
+/// (`migrations/*/0009`).
+fn latest_for_sender_sql() -> String {
+    format!(
+        "SELECT {OP_COLUMNS} FROM operations WHERE sender_id = $1 ORDER BY created_at DESC LIMIT 1"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite's plan for a sender's latest operation searches the index and reads it
+    /// backwards for the order: no scan of the table, no sort.
+    #[tokio::test]
+    async fn a_senders_latest_operation_is_found_through_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("store.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        let plan = store
+            .db
+            .query(format!("EXPLAIN QUERY PLAN {}", latest_for_sender_sql()))
+            .bind("a-sender")
+            .fetch_all()
+            .await
+            .unwrap();
+        let steps: Vec<&str> = plan.iter().map(|row| row.str(3)).collect();
+        assert_eq!(
+            steps,
+            ["SEARCH operations USING INDEX operations_sender (sender_id=?)"],
+            "{steps:?}"
+        );
+    }
 }
