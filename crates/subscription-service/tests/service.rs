@@ -23,7 +23,6 @@ async fn start_with_delay(
     start_bounded(dir, token, command_delay, embedded::PER_PEER).await
 }
 
-/// The service with its own bound on the connections one address may hold.
 /// Whether the server has closed `stream` (its end read, or the connection reset), without
 /// waiting.
 fn shut_by_server(stream: &tokio::net::TcpStream) -> bool {
@@ -34,6 +33,7 @@ fn shut_by_server(stream: &tokio::net::TcpStream) -> bool {
     }
 }
 
+/// The service with its own bound on the connections one address may hold.
 async fn start_bounded(
     dir: &std::path::Path,
     token: Option<&str>,
