@@ -2,13 +2,16 @@
 # The new-change path where the store is: select → question → "yes" → apply, a fresh
 # record each time, 16 customers at once (crates/tools/examples/apply_load.rs), on SQLite
 # with one server, on PostgreSQL with one, and on PostgreSQL with two replicas of one store
-# (each change selected on one replica and applied on the other). Prints changes per second,
+# (each change selected on one replica and applied on the other); and beside them the
+# path's floor: examples/change_floor.rs, a bare server making the same calls to the
+# service and the same durable SQLite writes with no guard, driven by the same load. Prints changes per second,
 # latencies, actiongate's CPU per change (both replicas together), the reference service's,
 # the load's and PostgreSQL's (what the machine spends on a change, side by side), and
 # writes the table to bench/results/new-changes.md.
 #
 # Usage: bench/new_changes.sh [--duration SECONDS] [--no-build] [--out FILE]
-# ACTIONGATE_BIN and APPLY_LOAD_BIN measure other builds (an earlier commit's, say).
+# ACTIONGATE_BIN and APPLY_LOAD_BIN measure other builds (an earlier commit's, say);
+# CHANGE_FLOOR_BIN another floor.
 # PostgreSQL: ACTIONGATE_TEST_POSTGRES_URL (a role that may CREATE DATABASE), or the local
 # cluster, installed and started when missing (scripts/postgres.sh). Needs: python3, cargo,
 # curl, psql. Everything listens on 127.0.0.1 and is stopped on exit; the bench's database
@@ -30,9 +33,11 @@ start_postgres
 if [[ "$BUILD" == 1 ]]; then
   cargo build --release --quiet --bin actiongate
   cargo build --release --quiet -p tools --example apply_load
+  cargo build --release --quiet --example change_floor
 fi
 BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
 APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
+FLOOR="${CHANGE_FLOOR_BIN:-$ROOT/target/release/examples/change_floor}"
 
 ADMIN="$ACTIONGATE_TEST_POSTGRES_URL"
 DB="ag_bench_$$"
@@ -89,6 +94,12 @@ run() {
 
 replica sqlite
 run "SQLite, one server" "http://127.0.0.1:$PORT" "$PID"
+FLOOR_PORT=$(free_port)
+setsid "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/floor" --port "$FLOOR_PORT" >"$WORK/floor.log" 2>&1 &
+PIDS+=($!); FLOOR_PID=$!
+wait_http "http://127.0.0.1:$FLOOR_PORT/health"
+run "the path's floor on SQLite (\`change_floor\`: the same calls and durable writes, no guard)" \
+  "http://127.0.0.1:$FLOOR_PORT" "$FLOOR_PID"
 replica pg-a "$PG_URL"; A_PORT=$PORT A_PID=$PID
 run "PostgreSQL, one server" "http://127.0.0.1:$A_PORT" "$A_PID"
 replica pg-b "$PG_URL"; B_PORT=$PORT B_PID=$PID
@@ -99,9 +110,9 @@ mkdir -p "$(dirname "$OUT")"
 {
   echo "# A new change each time: SQLite, PostgreSQL, and two replicas of one PostgreSQL store"
   echo
-  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. Everything, the load included, on this machine's $(nproc) cores."
+  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. The floor's row is \`examples/change_floor.rs\`: per change the same three calls to the service (select's read, apply's read, the command with If-Match and an Idempotency-Key) and the same durable SQLite writes (WAL, synchronous NORMAL: the claim committed before the command, the outcome before the answer), each request's JSON checked, and nothing of the guard. Everything, the load included, on this machine's $(nproc) cores."
   echo
-  echo "| store | changes/s | p50 ms | p99 ms | actiongate CPU µs per change | service CPU µs | load CPU µs | PostgreSQL CPU µs |"
+  echo "| store | changes/s | p50 ms | p99 ms | server CPU µs per change (actiongate, or the floor) | service CPU µs | load CPU µs | PostgreSQL CPU µs |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${ROWS[@]}"
 } >"$OUT"

@@ -2,7 +2,10 @@
 # Where actiongate's CPU goes on a new change: the SQLite row of bench/new_changes.sh (one
 # service, one actiongate on SQLite, apply_load with 16 customers) with `perf record` on
 # actiongate for a few seconds in the middle of the run, the samples put in buckets by
-# bench/perf_buckets.py, each with its share of the CPU per change measured in the run.
+# bench/perf_buckets.py, each with its share of the CPU per change measured in the run;
+# then the same for the path's floor (examples/change_floor.rs, the floor row of
+# bench/new_changes.sh: the same calls and durable writes, no guard), so each part is read
+# beside what it costs with nothing of actiongate around it.
 #
 # Usage: bench/profile_new_changes.sh [--duration SECONDS] [--no-build]
 # Needs perf (Debian's linux-perf, installed when missing), python3, cargo, curl.
@@ -21,9 +24,11 @@ command -v perf >/dev/null || { apt-get update >/dev/null && apt-get install -y 
 if [[ "$BUILD" == 1 ]]; then
   cargo build --release --quiet --bin actiongate
   cargo build --release --quiet -p tools --example apply_load
+  cargo build --release --quiet --example change_floor
 fi
 BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
 APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
+FLOOR="${CHANGE_FLOOR_BIN:-$ROOT/target/release/examples/change_floor}"
 
 SP=$(free_port)
 setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
@@ -35,19 +40,30 @@ PORT=$(free_port)
 PIDS+=($!); PID=$!
 wait_http "http://127.0.0.1:$PORT/health"
 
-"$APPLY_LOAD" --server "http://127.0.0.1:$PORT" --service "http://127.0.0.1:$SP" --duration "$DURATION" \
-  --concurrency 16 --records 40000 --cpu-pid "$PID" --service-pid "$SERVICE_PID" >"$WORK/load.txt" &
-LOAD=$!
-# The records are made before the clock starts: wait until the load's changes begin.
-for _ in $(seq 600); do
-  [[ -n "$(find "$WORK/sqlite" -name 'actiongate.db-wal' -size +64k 2>/dev/null)" ]] && break
-  sleep 0.1
-done
-sleep 2
-perf record -e cpu-clock -F 1000 --call-graph dwarf,16384 -p "$PID" -o "$WORK/perf.data" -- sleep 4 >/dev/null 2>&1
-wait "$LOAD"
-line=$(grep '^apply_load pair ' "$WORK/load.txt")
-log "$line"
-cpu=$(sed -E 's/.* cpu_us=([0-9]+).*/\1/' <<<"$line")
-perf script -i "$WORK/perf.data" 2>/dev/null >"$WORK/perf.txt"
-python3 bench/perf_buckets.py "$WORK/perf.txt" "$cpu"
+FLOOR_PORT=$(free_port)
+setsid "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/floor" --port "$FLOOR_PORT" >"$WORK/floor.log" 2>&1 &
+PIDS+=($!); FLOOR_PID=$!
+wait_http "http://127.0.0.1:$FLOOR_PORT/health"
+
+# profile NAME PORT PID DATA_DIR FIRST_RECORD: the load on one server, perf on it meanwhile.
+profile() {
+  "$APPLY_LOAD" --server "http://127.0.0.1:$2" --service "http://127.0.0.1:$SP" --duration "$DURATION" \
+    --concurrency 16 --records 60000 --first-record "$5" --cpu-pid "$3" --service-pid "$SERVICE_PID" >"$WORK/load-$1.txt" &
+  local load=$! line cpu
+  # The records are made before the clock starts: wait until the load's changes begin.
+  for _ in $(seq 600); do
+    [[ -n "$(find "$4" -name '*.db-wal' -size +64k 2>/dev/null)" ]] && break
+    sleep 0.1
+  done
+  sleep 2
+  perf record -e cpu-clock -F 1000 --call-graph dwarf,16384 -p "$3" -o "$WORK/perf-$1.data" -- sleep 4 >/dev/null 2>&1
+  wait "$load"
+  line=$(grep '^apply_load pair ' "$WORK/load-$1.txt")
+  log "$1: $line"
+  cpu=$(sed -E 's/.* cpu_us=([0-9]+).*/\1/' <<<"$line")
+  perf script -i "$WORK/perf-$1.data" 2>/dev/null >"$WORK/perf-$1.txt"
+  echo "$1:"
+  python3 bench/perf_buckets.py "$WORK/perf-$1.txt" "$cpu"
+}
+profile actiongate "$PORT" "$PID" "$WORK/sqlite" 0
+profile floor "$FLOOR_PORT" "$FLOOR_PID" "$WORK/floor" 100000
