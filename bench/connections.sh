@@ -4,8 +4,9 @@
 # (a new session has no ticket to resume with). select and the repeated apply at 10 events
 # (bench/make_bodies.py --real), each call on a new connection and every TLS handshake a
 # full one (crates/tools/examples/connect_load.rs; wrk resumes TLS sessions), plain and with TLS, the seed's sample (rasa-sdk 3.21.1, bench/seed_actions)
-# beside `actiongate serve`, and the TLS ceiling (crates/tools/examples/tls_ceiling.rs: a
-# bare rustls server that answers after the handshake) with the same certificate. TLS
+# beside `actiongate serve`, and the ceiling: with TLS crates/tools/examples/tls_ceiling.rs (a
+# bare rustls server that answers after the handshake) with the same certificate, plain
+# crates/actionserver/examples/ceiling.rs (a bare actix-web server answering a constant). TLS
 # with an ECDSA P-256 certificate and with RSA-2048, to show what the certificate costs.
 # CPU per call of each server's processes, from /proc.
 #
@@ -27,9 +28,11 @@ seed_venv
 if [[ "$BUILD" == 1 ]]; then
   cargo build --release --quiet --bin actiongate
   cargo build --release --quiet -p tools --example tls_ceiling --example connect_load
+  cargo build --release --quiet -p actionserver --example ceiling
 fi
 BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
 CEILING="$ROOT/target/release/examples/tls_ceiling"
+PLAIN_CEILING="$ROOT/target/release/examples/ceiling"
 LOAD="$ROOT/target/release/examples/connect_load"
 python3 bench/make_bodies.py "$WORK" --sizes 10 --real >/dev/null
 
@@ -78,8 +81,17 @@ start_ceiling() { # CERT
   setsid "$CEILING" --port "$port" --certificate "$WORK/$1.pem" --key "$WORK/$1.key" >"$WORK/ceiling-$1.log" 2>&1 &
   PIDS+=($!); PID[ceiling-$1]=$!; URL[ceiling-$1]="https://127.0.0.1:$port"
 }
+# The plain ceiling: a bare actix-web server that reads the body and answers a constant
+# (crates/actionserver/examples/ceiling.rs), what a new plain connection costs with nothing
+# behind it.
+start_plain_ceiling() {
+  local port
+  port=$(free_port)
+  setsid "$PLAIN_CEILING" "$port" >"$WORK/ceiling-plain.log" 2>&1 &
+  PIDS+=($!); PID[ceiling-plain]=$!; URL[ceiling-plain]="http://127.0.0.1:$port"
+}
 TRANSPORTS=(plain ecdsa rsa)
-start_actiongate plain; start_python plain
+start_actiongate plain; start_python plain; start_plain_ceiling
 for cert in ecdsa rsa; do start_actiongate "$cert" "$cert"; start_python "$cert" "$cert"; start_ceiling "$cert"; done
 for key in "${!URL[@]}"; do
   case "$key" in ceiling-*) sleep 0.5 ;; *) wait_http "${URL[$key]}/health" ;; esac
@@ -109,9 +121,7 @@ for action in select apply; do
     for server in python actiongate; do
       measure_new "$action" "$transport" "$server" "$(body_for "$action-10" "RA-$server-$transport")"
     done
-    if [[ $transport != plain ]]; then
-      measure_new "$action" "$transport" ceiling "$(body_for "$action-10" "RA-actiongate-$transport")"
-    fi
+    measure_new "$action" "$transport" ceiling "$(body_for "$action-10" "RA-actiongate-$transport")"
   done
 done
 # And with keep-alive, actiongate on TLS: the handshake's share, by difference.
@@ -126,7 +136,7 @@ import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 by = {(r[0], r[1], r[2]): r for r in rows}
 names = {"plain": "plain HTTP", "ecdsa": "TLS, ECDSA P-256", "rsa": "TLS, RSA-2048"}
-lines = ["| action (10 events) | connection | Python req/s | actiongate req/s | Python CPU µs/call | actiongate CPU µs/call | TLS ceiling CPU µs/call | CPU less than Python by | actiongate ÷ ceiling |",
+lines = ["| action (10 events) | connection | Python req/s | actiongate req/s | Python CPU µs/call | actiongate CPU µs/call | ceiling CPU µs/call | CPU less than Python by | actiongate ÷ ceiling |",
          "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
 for action, label in (("select", "select"), ("apply", "apply (repeat)")):
     for transport in ("plain", "ecdsa", "rsa"):
@@ -150,7 +160,9 @@ text = ("# Calls made the way Rasa makes them: a new connection for each call\n\
         "Produced by `bash bench/connections.sh`: one `actiongate subscription-service` for all, "
         "16 callers for %ss after a 2 s warm-up, each call on a new connection with a full TLS handshake "
         "(`connect_load`: rustls, resumption off, HTTP/1.1, the server's chain checked, as a new aiohttp "
-        "session; the kept connection: wrk, %s), CPU of each server's processes per call from /proc.\n\n" % (sys.argv[3], sys.argv[4])
+        "session; the kept connection: wrk, %s), CPU of each server's processes per call from /proc. "
+        "The ceiling: with TLS, `tls_ceiling` (a bare rustls server that answers after the handshake, same certificate); "
+        "plain, `ceiling` (a bare actix-web server that reads the body and answers a constant).\n\n" % (sys.argv[3], sys.argv[4])
         + "\n".join(lines) + "\n" + "\n".join(keep) + note + "\n")
 open(sys.argv[2], "w").write(text)
 print(text)
