@@ -4,10 +4,11 @@
 # with one server, on PostgreSQL with one, and on PostgreSQL with two replicas of one store
 # (each change selected on one replica and applied on the other); and beside them the
 # path's floor: examples/change_floor.rs, a bare server making the same calls to the
-# service and the same durable SQLite writes with no guard, driven by the same load. Prints changes per second,
-# latencies, actiongate's CPU per change (both replicas together), the reference service's,
-# the load's and PostgreSQL's (what the machine spends on a change, side by side), and
-# writes the table to bench/results/new-changes.md.
+# service and the same two durable commits (one row each) with no guard, driven by the
+# same load. Prints changes per second, latencies, each server's CPU per change (both
+# replicas together), the reference service's, the load's and PostgreSQL's (what the
+# machine spends on a change, side by side), and writes the table to
+# bench/results/new-changes.md.
 #
 # Usage: bench/new_changes.sh [--duration SECONDS] [--no-build] [--out FILE]
 # ACTIONGATE_BIN and APPLY_LOAD_BIN measure other builds (an earlier commit's, say);
@@ -98,7 +99,7 @@ FLOOR_PORT=$(free_port)
 setsid "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/floor" --port "$FLOOR_PORT" >"$WORK/floor.log" 2>&1 &
 PIDS+=($!); FLOOR_PID=$!
 wait_http "http://127.0.0.1:$FLOOR_PORT/health"
-run "the path's floor on SQLite (\`change_floor\`: the same calls and durable writes, no guard)" \
+run "the path's floor on SQLite (\`change_floor\`: the same calls and commits, no guard)" \
   "http://127.0.0.1:$FLOOR_PORT" "$FLOOR_PID"
 replica pg-a "$PG_URL"; A_PORT=$PORT A_PID=$PID
 run "PostgreSQL, one server" "http://127.0.0.1:$A_PORT" "$A_PID"
@@ -110,7 +111,7 @@ mkdir -p "$(dirname "$OUT")"
 {
   echo "# A new change each time: SQLite, PostgreSQL, and two replicas of one PostgreSQL store"
   echo
-  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. The floor's row is \`examples/change_floor.rs\`: per change the same three calls to the service (select's read, apply's read, the command with If-Match and an Idempotency-Key) and the same durable SQLite writes (WAL, synchronous NORMAL: the claim committed before the command, the outcome before the answer), each request's JSON checked, and nothing of the guard. Everything, the load included, on this machine's $(nproc) cores."
+  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. The floor's row is \`examples/change_floor.rs\`: per change the same three calls to the service (select's read, apply's read, the command with If-Match and an Idempotency-Key) and the same two durable commits on SQLite, one row each (WAL, synchronous NORMAL: the claim committed before the command, the outcome before the answer), each request's JSON checked, and nothing of the guard. Everything, the load included, on this machine's $(nproc) cores."
   echo
   echo "| store | changes/s | p50 ms | p99 ms | server CPU µs per change (actiongate, or the floor) | service CPU µs | load CPU µs | PostgreSQL CPU µs |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"
