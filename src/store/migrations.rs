@@ -169,7 +169,7 @@ mod tests {
                 .await
                 .unwrap();
         // 1 and 2 adopted; the later ones, which the earlier runner never had, applied.
-        assert_eq!(recorded, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(recorded, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         let audit: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit")
             .fetch_one(&pool)
             .await
@@ -189,7 +189,7 @@ mod tests {
         };
         assert_eq!(names(false), names(true));
         assert_eq!(names(false)[1], (2, "open per subscription".to_owned()));
-        assert_eq!(names(false).len(), 9, "every file in the folder");
+        assert_eq!(names(false).len(), 10, "every file in the folder");
         assert_eq!(latest_version(), files::SQLITE.len() as i64);
     }
 
@@ -210,6 +210,44 @@ mod tests {
         let open = "INSERT INTO operations VALUES ($1, 's', 'a', 'WS-1', 'stop_renewal', 1, '{}', 'claimed', NULL, 0, 0, NULL)";
         sqlx::query(open).bind("k1").execute(&pool).await.unwrap();
         assert!(sqlx::query(open).bind("k2").execute(&pool).await.is_err());
+    }
+
+    /// A store with an open operation made before the open-operation rule's index was
+    /// written anew (0010) keeps it open: a second claim for its subscription is still
+    /// refused, and a finished one is not counted.
+    #[tokio::test]
+    async fn an_open_operation_stays_open_across_the_rules_new_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
+        sqlx::any::install_default_drivers();
+        let pool = AnyPool::connect(&url).await.unwrap();
+        let before: Vec<_> = migrations(false)
+            .into_iter()
+            .filter(|m| m.version < 10)
+            .collect();
+        let migrator = Migrator {
+            migrations: Cow::Owned(before),
+            ..Migrator::DEFAULT
+        };
+        migrator.run(&pool).await.unwrap();
+        let op = |key: &'static str, state: &'static str| {
+            sqlx::query(
+                "INSERT INTO operations VALUES ($1, 's', 'a', 'WS-1', 'stop_renewal', 1, '{}', $2, NULL, 0, 0, NULL)",
+            )
+            .bind(key)
+            .bind(state)
+        };
+        op("sent-before", "sent").execute(&pool).await.unwrap();
+        apply(&pool, false).await.unwrap();
+        assert!(op("claimed-after", "claimed").execute(&pool).await.is_err());
+        op("applied-after", "applied").execute(&pool).await.unwrap();
+        let open: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM operations WHERE state NOT IN ('applied', 'failed')",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(open, 1);
     }
 
     #[tokio::test]
