@@ -11,7 +11,8 @@
 
 use std::borrow::Cow;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -178,31 +179,124 @@ impl Row {
 
 /// The database.
 pub(super) enum Db {
-    Sqlite(Mutex<Option<rusqlite::Connection>>),
+    Sqlite(Mutex<Option<rusqlite::Connection>>, Checkpoints),
     Postgres(AnyPool),
+}
+
+/// How often the log's new pages are copied back into the database file, off the
+/// statements' connection.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// Pages in the log past which the statements' connection copies them back itself, as
+/// SQLite does by default at 1,000: only if the checkpoint thread falls that far behind.
+const LOG_PAGES_KEPT: i64 = 20_000;
+
+/// The checkpoint thread of a SQLite file: on a connection of its own, every
+/// [`CHECKPOINT_EVERY`] after a write, it copies the write-ahead log's pages back into the
+/// database file (a passive checkpoint: it waits for nobody), so no statement pays for
+/// that copy and its `fsync` while holding the connection every other request waits
+/// for. The thread ends when the store is closed or dropped.
+pub(super) struct Checkpoints {
+    written: Arc<AtomicBool>,
+    stop: Mutex<Option<mpsc::Sender<()>>>,
+}
+
+impl Checkpoints {
+    fn none() -> Self {
+        Self {
+            written: Arc::default(),
+            stop: Mutex::new(None),
+        }
+    }
+
+    fn start(conn: rusqlite::Connection) -> Self {
+        let written = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = mpsc::channel();
+        let flag = written.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(CHECKPOINT_EVERY)
+                {
+                    if flag.swap(false, Ordering::Relaxed) {
+                        checkpoint(&conn);
+                    }
+                }
+            });
+        match spawned {
+            Ok(_) => Self {
+                written,
+                stop: Mutex::new(Some(stop)),
+            },
+            Err(e) => {
+                // The statements' connection still checkpoints at LOG_PAGES_KEPT.
+                tracing::warn!(error = %e, "the SQLite checkpoint thread did not start");
+                Self::none()
+            }
+        }
+    }
+
+    fn written(&self) {
+        self.written.store(true, Ordering::Relaxed);
+    }
+
+    fn stop(&self) {
+        self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// One passive checkpoint: as many of the log's pages as no reader still needs.
+fn checkpoint(conn: &rusqlite::Connection) {
+    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        row.get::<_, i64>(0)
+    });
+    match done {
+        Ok(0) => {}
+        // Another process's checkpoint is running: the next one takes what it left.
+        Ok(_) => tracing::debug!("a SQLite checkpoint was busy"),
+        Err(e) => tracing::warn!(error = %e, "a SQLite checkpoint failed"),
+    }
+}
+
+/// A connection to a SQLite file; `query` holds SQLite's URI parameters, if any.
+fn connect(path: &str, query: &str) -> rusqlite::Result<rusqlite::Connection> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = if query.is_empty() {
+        rusqlite::Connection::open_with_flags(Path::new(path), flags)?
+    } else {
+        rusqlite::Connection::open_with_flags(
+            format!("file:{path}?{query}"),
+            flags | OpenFlags::SQLITE_OPEN_URI,
+        )?
+    };
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
 }
 
 impl Db {
     /// Opens a SQLite file (created when missing) in WAL mode; `query` holds SQLite's URI
-    /// parameters, if any (`mode=ro`).
+    /// parameters, if any (`mode=ro`). A file written to gets a checkpoint thread
+    /// ([`Checkpoints`]); one in memory or opened read-only does not.
     pub(super) fn open_sqlite(path: &str, query: &str) -> Result<Self, StoreError> {
-        use rusqlite::OpenFlags;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = if query.is_empty() {
-            rusqlite::Connection::open_with_flags(Path::new(path), flags)?
-        } else {
-            rusqlite::Connection::open_with_flags(
-                format!("file:{path}?{query}"),
-                flags | OpenFlags::SQLITE_OPEN_URI,
-            )?
-        };
-        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let conn = connect(path, query)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.set_prepared_statement_cache_capacity(STATEMENTS_KEPT);
-        Ok(Self::Sqlite(Mutex::new(Some(conn))))
+        let on_disk = path != ":memory:"
+            && !query
+                .split('&')
+                .any(|p| p == "mode=ro" || p == "mode=memory");
+        let checkpoints = if on_disk {
+            conn.pragma_update(None, "wal_autocheckpoint", LOG_PAGES_KEPT)?;
+            Checkpoints::start(connect(path, query)?)
+        } else {
+            Checkpoints::none()
+        };
+        Ok(Self::Sqlite(Mutex::new(Some(conn)), checkpoints))
     }
 
     pub(super) fn is_postgres(&self) -> bool {
@@ -212,7 +306,10 @@ impl Db {
     /// Every later statement fails.
     pub(super) async fn close(&self) {
         match self {
-            Self::Sqlite(conn) => drop(lock(conn).take()),
+            Self::Sqlite(conn, checkpoints) => {
+                checkpoints.stop();
+                drop(lock(conn).take());
+            }
             Self::Postgres(pool) => pool.close().await,
         }
     }
@@ -248,7 +345,8 @@ impl Db {
     ) -> Result<Option<usize>, StoreError> {
         let unchanged = |i: usize, changed: u64| (stop_when_unchanged && changed == 0).then_some(i);
         match self {
-            Self::Sqlite(conn) => with(conn, |c| {
+            Self::Sqlite(conn, checkpoints) => with(conn, |c| {
+                checkpoints.written();
                 // IMMEDIATE: the write lock is taken at the start, so waiting for another
                 // process is the busy timeout's, never a deadlock found halfway.
                 let tx = rusqlite::Transaction::new_unchecked(
@@ -319,7 +417,8 @@ impl Query<'_> {
     /// Runs it; how many rows it changed.
     pub(super) async fn execute(self) -> Result<u64, StoreError> {
         match self.db {
-            Db::Sqlite(conn) => with(conn, |c| {
+            Db::Sqlite(conn, checkpoints) => with(conn, |c| {
+                checkpoints.written();
                 let mut stmt = c.prepare_cached(&self.sql)?;
                 bind(&mut stmt, &self.args)?;
                 Ok(stmt.raw_execute()? as u64)
@@ -334,7 +433,9 @@ impl Query<'_> {
     /// Every row it reads.
     pub(super) async fn fetch_all(self) -> Result<Vec<Row>, StoreError> {
         match self.db {
-            Db::Sqlite(conn) => with(conn, |c| {
+            Db::Sqlite(conn, checkpoints) => with(conn, |c| {
+                // A read may be a write too (`RETURNING`).
+                checkpoints.written();
                 let mut stmt = c.prepare_cached(&self.sql)?;
                 bind(&mut stmt, &self.args)?;
                 let columns = stmt.column_count();
@@ -569,6 +670,48 @@ mod tests {
             db.query("SELECT 1").scalar::<i64>().await,
             Err(StoreError::Closed)
         ));
+    }
+
+    /// Rows written reach the database file itself within moments, with no statement of
+    /// the store's own connection copying them there (it would only past
+    /// LOG_PAGES_KEPT): the database file alone, without its log, holds them.
+    #[tokio::test]
+    async fn the_checkpoint_thread_copies_the_log_into_the_database_file() {
+        let (dir, db) = sqlite();
+        db.query("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+            .execute()
+            .await
+            .unwrap();
+        for i in 0..10i64 {
+            db.query("INSERT INTO t (id, v) VALUES ($1, 'x')")
+                .bind(i)
+                .execute()
+                .await
+                .unwrap();
+        }
+        let file_alone = || {
+            let copy = dir.path().join("alone.db");
+            let _ = std::fs::remove_file(&copy);
+            std::fs::copy(dir.path().join("t.db"), &copy).unwrap();
+            let conn = rusqlite::Connection::open(&copy).unwrap();
+            conn.query_row("SELECT COUNT(*) FROM t", [], |r| r.get::<_, i64>(0))
+                .unwrap_or(-1)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while file_alone() != 10 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(file_alone(), 10, "the rows are in the database file");
+        let kept: i64 = db
+            .query("PRAGMA wal_autocheckpoint")
+            .scalar()
+            .await
+            .unwrap();
+        assert_eq!(
+            kept, LOG_PAGES_KEPT,
+            "the connection's own checkpoints are the fallback"
+        );
+        db.close().await;
     }
 
     #[tokio::test]
