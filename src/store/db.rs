@@ -1,6 +1,6 @@
 //! The way every statement reaches the database: SQLite through one connection used on the
 //! caller's own thread, PostgreSQL through sqlx's pool; the values bound and the rows read
-//! back, the same on both.
+//! back, the same on both; and SQLite's checkpoints, on a thread of their own.
 //!
 //! Why SQLite is not reached through sqlx: sqlx runs each SQLite connection on a worker
 //! thread and hands every statement to it and its answer back, about 100 µs of CPU a
@@ -219,8 +219,10 @@ impl Checkpoints {
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(CHECKPOINT_EVERY)
                 {
-                    if flag.swap(false, Ordering::Relaxed) {
-                        checkpoint(&conn);
+                    if flag.swap(false, Ordering::Relaxed) && !checkpoint(&conn) {
+                        // Pages left behind (a reader on them, another process's
+                        // checkpoint): tried again at the next turn, write or not.
+                        flag.store(true, Ordering::Relaxed);
                     }
                 }
             });
@@ -246,16 +248,22 @@ impl Checkpoints {
     }
 }
 
-/// One passive checkpoint: as many of the log's pages as no reader still needs.
-fn checkpoint(conn: &rusqlite::Connection) {
+/// One passive checkpoint: as many of the log's pages as no reader still needs. `true`
+/// when every page in the log was copied.
+fn checkpoint(conn: &rusqlite::Connection) -> bool {
     let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-        row.get::<_, i64>(0)
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
     });
     match done {
-        Ok(0) => {}
-        // Another process's checkpoint is running: the next one takes what it left.
-        Ok(_) => tracing::debug!("a SQLite checkpoint was busy"),
-        Err(e) => tracing::warn!(error = %e, "a SQLite checkpoint failed"),
+        Ok((busy, in_log, copied)) => busy == 0 && copied >= in_log,
+        Err(e) => {
+            tracing::warn!(error = %e, "a SQLite checkpoint failed");
+            false
+        }
     }
 }
 

@@ -442,9 +442,7 @@ mod tests {
     /// backwards for the order: no scan of the table, no sort.
     #[tokio::test]
     async fn a_senders_latest_operation_is_found_through_its_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite:{}", dir.path().join("store.db").display());
-        let store = Store::connect(&url).await.unwrap();
+        let (_dir, store) = sqlite_store().await;
         let plan = store
             .db
             .query(format!("EXPLAIN QUERY PLAN {}", latest_for_sender_sql()))
