@@ -219,7 +219,7 @@ impl Checkpoints {
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(CHECKPOINT_EVERY)
                 {
-                    if flag.swap(false, Ordering::Relaxed) && !checkpoint(&conn) {
+                    if flag.swap(false, Ordering::Relaxed) && checkpoint(&conn) {
                         // Pages left behind (a reader on them, another process's
                         // checkpoint): tried again at the next turn, write or not.
                         flag.store(true, Ordering::Relaxed);
@@ -249,7 +249,8 @@ impl Checkpoints {
 }
 
 /// One passive checkpoint: as many of the log's pages as no reader still needs. `true`
-/// when every page in the log was copied.
+/// when pages were left behind for the next one; a checkpoint that failed is warned of
+/// and tried again after the next write, not at every turn.
 fn checkpoint(conn: &rusqlite::Connection) -> bool {
     let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
         Ok((
@@ -259,7 +260,7 @@ fn checkpoint(conn: &rusqlite::Connection) -> bool {
         ))
     });
     match done {
-        Ok((busy, in_log, copied)) => busy == 0 && copied >= in_log,
+        Ok((busy, in_log, copied)) => busy != 0 || copied < in_log,
         Err(e) => {
             tracing::warn!(error = %e, "a SQLite checkpoint failed");
             false
