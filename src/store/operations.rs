@@ -240,16 +240,15 @@ impl Store {
         outcome: Option<&Outcome>,
     ) -> Result<bool, StoreError> {
         let outcome = outcome.map(serde_json::to_string).transpose()?;
-        let done = self.db.query(
-            "UPDATE operations SET state = $1, outcome = COALESCE($2, outcome), updated_at = $3 \
-             WHERE request_key = $4 AND state NOT IN ('applied', 'failed')",
-        )
-        .bind(state.as_str())
-        .bind(outcome)
-        .bind(now_ms())
-        .bind(key)
-        .execute()
-        .await?;
+        let done = self
+            .db
+            .query(SET_STATE_SQL)
+            .bind(state.as_str())
+            .bind(outcome)
+            .bind(now_ms())
+            .bind(key)
+            .execute()
+            .await?;
         Ok(done == 1)
     }
 
@@ -418,6 +417,12 @@ const CLAIM_SQL: &str = "INSERT INTO operations (request_key, sender_id, account
      terms, state, outcome, created_at, updated_at, asked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $10, NULL, $8, $8, $9) \
      ON CONFLICT DO NOTHING";
 
+/// An operation's move to state `$1`, with its outcome `$2` when known, unless it has a
+/// final outcome already.
+const SET_STATE_SQL: &str =
+    "UPDATE operations SET state = $1, outcome = COALESCE($2, outcome), updated_at = $3 \
+     WHERE request_key = $4 AND state NOT IN ('applied', 'failed')";
+
 /// The open operations untouched since `$1`: read through the partial index of open
 /// operations (`migrations/*/0010`), a few rows whatever the history.
 fn unresolved_sql() -> String {
@@ -490,12 +495,7 @@ mod tests {
     #[tokio::test]
     async fn the_claim_and_the_moves_build_no_temporary_b_tree() {
         let (_dir, store) = sqlite_store().await;
-        let moves = [
-            (CLAIM_SQL.to_owned(), 10),
-            ("UPDATE operations SET state = $1, outcome = COALESCE($2, outcome), updated_at = $3 \
-             WHERE request_key = $4 AND state NOT IN ('applied', 'failed')"
-                .to_owned(), 4),
-        ];
+        let moves = [(CLAIM_SQL, 10), (SET_STATE_SQL, 4)];
         for (sql, params) in moves {
             let mut query = store.db.query(format!("EXPLAIN {sql}"));
             for _ in 0..params {
