@@ -1,5 +1,5 @@
-//! The webhook body as JSON: parsing never panics and accepts exactly what reading the
-//! bytes accepts, every reading helper of a parsed tracker runs, and a tracker serialises
+//! The webhook body as JSON: parsing never panics and reads exactly the request reading the
+//! bytes with serde reads (the walk over text is held to serde), every reading helper of a parsed tracker runs, and a tracker serialises
 //! back to JSON that parses again with the same events (and serialises to the same bytes a
 //! second time). The checks live in `fuzz/oracles.rs`.
 #![no_main]

@@ -68,8 +68,8 @@ pub use protocol::events::{
 };
 pub use protocol::tracker::ActiveLoop;
 pub use protocol::{
-    ActionResponse, Button, Event, EventKind, Fields, Message, OutEvent, RawEvent, Slots, Tracker,
-    WebhookRequest,
+    ActionResponse, Button, Event, EventKind, Fields, Message, OutEvent, RawEvent, RawJson, Slots,
+    Tracker, WebhookRequest,
 };
 pub use server::body::decode as decode_body;
 pub use server::{

@@ -5,8 +5,9 @@ use std::borrow::Cow;
 
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use super::scan::RawJson;
 
 /// The kinds of event the server distinguishes. Everything else is [`EventKind::Other`]
 /// and passes through untouched.
@@ -52,7 +53,7 @@ impl EventKind {
 /// plus its kind and timestamp read once (the timestamp's text, parsed when asked for).
 #[derive(Debug, Clone)]
 pub struct RawEvent<'a> {
-    raw: &'a RawValue,
+    raw: RawJson<'a>,
     name: Cow<'a, str>,
     kind: EventKind,
     timestamp: Stamp<'a>,
@@ -78,7 +79,7 @@ struct Head<'a> {
 impl<'a> RawEvent<'a> {
     /// Reads the kind and timestamp of one raw event. An event without `event` is an error:
     /// Rasa never sends one, and nothing could be decided about it.
-    pub fn from_raw(raw: &'a RawValue) -> Result<Self, serde_json::Error> {
+    pub fn from_raw(raw: RawJson<'a>) -> Result<Self, serde_json::Error> {
         // Serde's derived structs also read arrays, by position: an event must be an object.
         if !raw.get().trim_start().starts_with('{') {
             return Err(de::Error::custom("an event must be a JSON object"));
@@ -106,7 +107,7 @@ impl<'a> RawEvent<'a> {
     }
 
     /// The raw JSON text, exactly as received.
-    pub fn raw(&self) -> &'a RawValue {
+    pub fn raw(&self) -> RawJson<'a> {
         self.raw
     }
 
@@ -205,7 +206,7 @@ impl Cursor<'_> {
 
 impl<'de: 'a, 'a> Deserialize<'de> for RawEvent<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = <&'de RawValue>::deserialize(deserializer)?;
+        let raw = RawJson::deserialize(deserializer)?;
         RawEvent::from_raw(raw).map_err(de::Error::custom)
     }
 }
@@ -962,7 +963,7 @@ mod tests {
             let (name, timestamp) = fast_head(json).unwrap_or_else(|| panic!("{json}"));
             let timestamp = timestamp.parse::<f64>().ok();
             assert_eq!((name.to_owned(), timestamp), slow_head(json), "{json}");
-            let raw: &RawValue = serde_json::from_str(json).unwrap();
+            let raw: RawJson = serde_json::from_str(json).unwrap();
             let event = RawEvent::from_raw(raw).unwrap();
             assert_eq!((event.name(), event.timestamp()), (name, timestamp));
         }
@@ -983,7 +984,7 @@ mod tests {
             assert_eq!(fast_head(json), None, "{json}");
         }
         // And the full path reads them as serde does.
-        let raw: &RawValue =
+        let raw: RawJson =
             serde_json::from_str(r#"{"timestamp": 2.5, "event": "us\u0065r"}"#).unwrap();
         let event = RawEvent::from_raw(raw).unwrap();
         assert_eq!(
@@ -991,7 +992,7 @@ mod tests {
             ("user", EventKind::User, Some(2.5))
         );
         // A timestamp no f64 can hold is refused, as before.
-        let raw: &RawValue =
+        let raw: RawJson =
             serde_json::from_str(r#"{"event": "user", "timestamp": 1e999}"#).unwrap();
         assert!(RawEvent::from_raw(raw).is_err());
     }

@@ -291,10 +291,10 @@ impl<'de, T: Shape<'de>> Deserialize<'de> for Lenient<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::value::RawValue;
+    use crate::protocol::RawJson;
 
     fn fields(json: &str) -> Result<Fields<'_>, serde_json::Error> {
-        let raw: &RawValue = serde_json::from_str(json).unwrap();
+        let raw: RawJson = serde_json::from_str(json).unwrap();
         RawEvent::from_raw(raw).unwrap().fields()
     }
 

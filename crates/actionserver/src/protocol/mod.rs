@@ -10,10 +10,12 @@ pub mod events;
 pub mod fields;
 pub mod message;
 pub mod request;
+pub mod scan;
 pub mod tracker;
 
 pub use events::{Event, EventKind, OutEvent, RawEvent};
 pub use fields::Fields;
 pub use message::{ActionResponse, Button, Message};
 pub use request::WebhookRequest;
+pub use scan::RawJson;
 pub use tracker::{Slots, Tracker};

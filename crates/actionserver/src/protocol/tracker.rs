@@ -9,15 +9,24 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::events::{EventKind, RawEvent};
+use super::scan::RawJson;
 
 /// Slot values by name. Duplicate names are refused: a second `change_tag` in one
 /// request is an attack, not a conversation.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Default, Clone, PartialEq)]
 pub struct Slots(HashMap<String, Value>);
+
+impl fmt::Debug for Slots {
+    /// By name, so two readings of one tracker print the same.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut slots: Vec<_> = self.0.iter().collect();
+        slots.sort_unstable_by_key(|(name, _)| *name);
+        f.debug_tuple("Slots").field(&slots).finish()
+    }
+}
 
 impl Slots {
     /// The slot's value, `None` when unset or null.
@@ -114,7 +123,7 @@ pub struct Tracker<'a> {
     /// The customer's id, where the channel gives one (Rasa Pro).
     user_id: Option<String>,
     /// Every key as received, in order; `None` marks where `events` was.
-    fields: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
+    fields: Vec<(Cow<'a, str>, Option<RawJson<'a>>)>,
 }
 
 /// A tracker key, borrowed from the body unless it has escapes (serde's `Cow<str>` always
@@ -143,8 +152,121 @@ impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
     }
 }
 
-fn parse_field<T: de::DeserializeOwned, E: de::Error>(key: &str, raw: &RawValue) -> Result<T, E> {
-    serde_json::from_str(raw.get()).map_err(|e| E::custom(format!("tracker.{key}: {e}")))
+fn parse_field<T: de::DeserializeOwned>(key: &str, raw: RawJson) -> Result<T, String> {
+    serde_json::from_str(raw.get()).map_err(|e| format!("tracker.{key}: {e}"))
+}
+
+/// A tracker being read key by key: what serde's reading and the webhook body's walk
+/// (`WebhookRequest::parse`) share, so both keep and refuse the same.
+pub(crate) struct Reading<'a> {
+    sender_id: Option<String>,
+    slots: Slots,
+    latest_message: Value,
+    events: Option<Vec<RawEvent<'a>>>,
+    followup_action: Option<String>,
+    paused: bool,
+    active_loop: ActiveLoop,
+    active_form: Option<ActiveLoop>,
+    latest_action_name: Option<String>,
+    stack: Vec<Value>,
+    user_id: Option<String>,
+    fields: Vec<(Cow<'a, str>, Option<RawJson<'a>>)>,
+}
+
+impl<'a> Reading<'a> {
+    pub(crate) fn new() -> Self {
+        Self {
+            sender_id: None,
+            slots: Slots::default(),
+            latest_message: Value::Object(Default::default()),
+            events: None,
+            followup_action: None,
+            paused: false,
+            active_loop: ActiveLoop::default(),
+            active_form: None,
+            latest_action_name: None,
+            stack: Vec::new(),
+            user_id: None,
+            fields: Vec::new(),
+        }
+    }
+
+    /// Refuses a key the tracker already has.
+    pub(crate) fn check_key(&self, key: &str) -> Result<(), String> {
+        if self.fields.iter().any(|(k, _)| *k == key) {
+            return Err(format!("duplicate key tracker.{key}"));
+        }
+        Ok(())
+    }
+
+    /// The `events` key (null reads as none).
+    pub(crate) fn events(&mut self, key: Cow<'a, str>, events: Option<Vec<RawEvent<'a>>>) {
+        self.events = Some(events.unwrap_or_default());
+        self.fields.push((key, None));
+    }
+
+    /// Any other key: kept raw, and parsed when the server reads it.
+    pub(crate) fn field(&mut self, key: Cow<'a, str>, raw: RawJson<'a>) -> Result<(), String> {
+        match &*key {
+            "sender_id" => self.sender_id = parse_field::<Option<String>>(&key, raw)?,
+            "slots" => self.slots = parse_field(&key, raw)?,
+            "latest_message" => {
+                let v: Value = parse_field(&key, raw)?;
+                if !(v.is_object() || v.is_null()) {
+                    return Err("tracker.latest_message: expected an object".to_owned());
+                }
+                if v.is_object() {
+                    self.latest_message = v;
+                }
+            }
+            "followup_action" => self.followup_action = parse_field(&key, raw)?,
+            "paused" => self.paused = parse_field::<Option<bool>>(&key, raw)?.unwrap_or(false),
+            "active_loop" => {
+                self.active_loop = parse_field::<Option<ActiveLoop>>(&key, raw)?.unwrap_or_default()
+            }
+            "active_form" => self.active_form = parse_field::<Option<ActiveLoop>>(&key, raw)?,
+            "latest_action_name" => self.latest_action_name = parse_field(&key, raw)?,
+            "stack" => {
+                self.stack = parse_field::<Option<Vec<Value>>>(&key, raw)?.unwrap_or_default()
+            }
+            "user_id" => self.user_id = parse_field(&key, raw)?,
+            "latest_event_time" => {
+                parse_field::<Option<f64>>(&key, raw)?;
+            }
+            "latest_input_channel" => {
+                parse_field::<Option<String>>(&key, raw)?;
+            }
+            _ => {}
+        }
+        self.fields.push((key, Some(raw)));
+        Ok(())
+    }
+
+    /// The tracker read; refused without a `sender_id`.
+    pub(crate) fn finish(self) -> Result<Tracker<'a>, String> {
+        let sender_id = self
+            .sender_id
+            .ok_or_else(|| "tracker.sender_id is missing".to_owned())?;
+        let mut active_loop = self.active_loop;
+        if active_loop.name.is_none() {
+            if let Some(form) = self.active_form {
+                active_loop = form;
+            }
+        }
+        Ok(Tracker {
+            sender_id,
+            slots: self.slots,
+            latest_message: self.latest_message,
+            events: self.events.unwrap_or_default(),
+            followup_action: self.followup_action,
+            paused: self.paused,
+            active_loop,
+            latest_action_name: self.latest_action_name,
+            stack: self.stack,
+            user_id: self.user_id,
+            fields: self.fields,
+        })
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Tracker<'a> {
@@ -156,92 +278,20 @@ impl<'de: 'a, 'a> Deserialize<'de> for Tracker<'a> {
                 f.write_str("a tracker object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tracker<'a>, A::Error> {
-                let mut sender_id = None;
-                let mut slots = Slots::default();
-                let mut latest_message = Value::Object(Default::default());
-                let mut events = None;
-                let mut followup_action = None;
-                let mut paused = false;
-                let mut active_loop = ActiveLoop::default();
-                let mut active_form = None;
-                let mut latest_action_name = None;
-                let mut stack = Vec::new();
-                let mut user_id = None;
-                let mut fields: Vec<(Cow<'a, str>, Option<&'a RawValue>)> = Vec::new();
+                let mut reading = Reading::new();
                 while let Some(Key(key)) = map.next_key::<Key<'a>>()? {
-                    if fields.iter().any(|(k, _)| *k == key) {
-                        return Err(de::Error::custom(format!("duplicate key tracker.{key}")));
-                    }
+                    reading.check_key(&key).map_err(de::Error::custom)?;
                     if key == "events" {
                         let list: Option<Vec<RawEvent>> = map
                             .next_value()
                             .map_err(|e| de::Error::custom(format!("tracker.events: {e}")))?;
-                        events = Some(list.unwrap_or_default());
-                        fields.push((key, None));
+                        reading.events(key, list);
                         continue;
                     }
-                    let raw: &'de RawValue = map.next_value()?;
-                    match &*key {
-                        "sender_id" => sender_id = parse_field::<Option<String>, _>(&key, raw)?,
-                        "slots" => slots = parse_field(&key, raw)?,
-                        "latest_message" => {
-                            let v: Value = parse_field(&key, raw)?;
-                            if !(v.is_object() || v.is_null()) {
-                                return Err(de::Error::custom(
-                                    "tracker.latest_message: expected an object",
-                                ));
-                            }
-                            if v.is_object() {
-                                latest_message = v;
-                            }
-                        }
-                        "followup_action" => followup_action = parse_field(&key, raw)?,
-                        "paused" => {
-                            paused = parse_field::<Option<bool>, _>(&key, raw)?.unwrap_or(false)
-                        }
-                        "active_loop" => {
-                            active_loop =
-                                parse_field::<Option<ActiveLoop>, _>(&key, raw)?.unwrap_or_default()
-                        }
-                        "active_form" => {
-                            active_form = parse_field::<Option<ActiveLoop>, _>(&key, raw)?
-                        }
-                        "latest_action_name" => latest_action_name = parse_field(&key, raw)?,
-                        "stack" => {
-                            stack =
-                                parse_field::<Option<Vec<Value>>, _>(&key, raw)?.unwrap_or_default()
-                        }
-                        "user_id" => user_id = parse_field(&key, raw)?,
-                        "latest_event_time" => {
-                            parse_field::<Option<f64>, _>(&key, raw)?;
-                        }
-                        "latest_input_channel" => {
-                            parse_field::<Option<String>, _>(&key, raw)?;
-                        }
-                        _ => {}
-                    }
-                    fields.push((key, Some(raw)));
+                    let raw: RawJson<'de> = map.next_value()?;
+                    reading.field(key, raw).map_err(de::Error::custom)?;
                 }
-                let sender_id =
-                    sender_id.ok_or_else(|| de::Error::custom("tracker.sender_id is missing"))?;
-                if active_loop.name.is_none() {
-                    if let Some(form) = active_form {
-                        active_loop = form;
-                    }
-                }
-                Ok(Tracker {
-                    sender_id,
-                    slots,
-                    latest_message,
-                    events: events.unwrap_or_default(),
-                    followup_action,
-                    paused,
-                    active_loop,
-                    latest_action_name,
-                    stack,
-                    user_id,
-                    fields,
-                })
+                reading.finish().map_err(de::Error::custom)
             }
         }
         deserializer.deserialize_map(TrackerVisitor(std::marker::PhantomData))
@@ -254,7 +304,7 @@ impl Serialize for Tracker<'_> {
         let mut map = serializer.serialize_map(Some(self.fields.len()))?;
         for (key, raw) in &self.fields {
             match raw {
-                Some(raw) => map.serialize_entry(key, *raw)?,
+                Some(raw) => map.serialize_entry(key, raw)?,
                 None => map.serialize_entry(key, &self.events)?,
             }
         }
