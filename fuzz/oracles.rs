@@ -68,6 +68,20 @@ pub fn signal_settings() -> [Signals; 2] {
 /// the change memory
 /// when every field was last set by the latest run of the select action. `None` when an
 /// event it reads has a field of the wrong type (the reader refuses those).
+/// A payload's intent: `None` for words, `Some(Some(name))` for a payload naming an intent
+/// (a button: `/affirm`, `/deny{"x": 1}`, `/affirm@0.9`), `Some(None)` for any other payload
+/// (a command, such as `/SetSlots(...)`).
+pub fn payload_intent(said: &str) -> Option<Option<&str>> {
+    said.strip_prefix('/').map(|rest| {
+        let name = rest.split(['{', '@']).next().unwrap_or("").trim_end();
+        let ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        ok.then_some(name)
+    })
+}
+
 pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversation> {
     fn text<'a>(event: &'a Value, key: &str) -> Option<Option<&'a str>> {
         match event.get(key) {
@@ -127,14 +141,7 @@ pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversatio
                     || external(json.get("parse_data").and_then(|p| p.get("metadata")));
                 // A payload naming an intent (`/affirm`, `/deny{"x": 1}`, `/affirm@0.9`) is a
                 // button; any other payload (`/SetSlots(...)`) replies only with a confirm slot.
-                let named = said.strip_prefix('/').map(|rest| {
-                    let name = rest.split(['{', '@']).next().unwrap_or("").trim_end();
-                    let ok = !name.is_empty()
-                        && name
-                            .chars()
-                            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
-                    ok.then_some(name)
-                });
+                let named = payload_intent(said);
                 let replies = !by_rasa
                     && match named {
                         None => true,
@@ -507,8 +514,10 @@ fn check_conversation(
             !reply.text.is_empty() && !reply.text.starts_with("EXTERNAL: "),
             "Rasa's own event counted as a reply\n{events}"
         );
+        // A button names an intent; any other payload is a command, a reply only where a
+        // confirm slot is read.
         assert!(
-            signals.confirm_slot.is_some() || !reply.text.starts_with('/'),
+            signals.confirm_slot.is_some() || payload_intent(&reply.text) != Some(None),
             "a command counted as a reply\n{events}"
         );
     }

@@ -74,9 +74,9 @@ pub struct Reply {
     pub message_id: Option<String>,
     pub meaning: Meaning,
     pub given: Given,
-    /// Another bot message that came between the question and the reply (its response's
-    /// name, or `"a message"` when no response produced it): then the reply answers that
-    /// message, not the question.
+    /// Another bot message that came between the question and the reply, the latest of
+    /// them (its response's name, or `"a message"` when no response produced it): then the
+    /// reply answers that message, not the question.
     pub after_other_message: Option<String>,
 }
 
@@ -313,7 +313,8 @@ pub fn read(
                         reply.after_other_message = other_message.take();
                         reply
                     });
-                } else if candidate.is_some() {
+                } else if candidate.is_some() && other_message.is_none() {
+                    // Read from the end, the first met is the one the reply came after.
                     other_message =
                         Some(utter_action.map_or_else(|| "a message".to_owned(), Cow::into_owned));
                 }

@@ -653,6 +653,17 @@ fn another_bot_message_between_the_question_and_the_reply_is_named() {
         reply.after_other_message.as_deref(),
         Some("utter_still_there")
     );
+    // Of two, the one the reply came right after is named (fuzzing found the earlier one
+    // named: tests/fuzz_regressions/conversation_read/two-messages-before-the-reply.json).
+    let c = read_default(&asked_then(&[
+        bot("By the way, we have news.", "utter_news", 11.0),
+        bot("Are you still there?", "utter_still_there", 11.5),
+        said("yes", "affirm", 12.0),
+    ]));
+    assert_eq!(
+        c.reply.unwrap().after_other_message.as_deref(),
+        Some("utter_still_there")
+    );
     // A message no response produced is another message too.
     let mut plain = bot("Would you like the Coffee Club too?", Q, 11.0);
     plain["metadata"] = json!({});

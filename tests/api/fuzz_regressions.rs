@@ -17,6 +17,11 @@
 //! limit of `usize::MAX` overflowed (`body_decode/usize-max-limit`), and bot metadata or a
 //! whole event written as a JSON array was read by position
 //! (`conversation_read/metadata-array.json`, `an_array_event_never_answers_the_question`).
+//! One reproduced a bug in the oracle itself: a button's `/affirm` as the reply was taken for
+//! a command (`conversation_read/button-reply.json`), where the reader and the reference
+//! both read it as the button it is. And one a bug in the reader: of two bot messages between
+//! the question and the reply, it named the earlier as the one the reply came after
+//! (`conversation_read/two-messages-before-the-reply.json`).
 
 use std::io::Write;
 use std::path::PathBuf;
