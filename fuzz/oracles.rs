@@ -60,14 +60,6 @@ pub fn signal_settings() -> [Signals; 2] {
     ]
 }
 
-/// The reader's meaning, written out plainly (forwards, over `serde_json::Value`): the
-/// latest confirmation question; the first customer message or intent payload after it
-/// (or, with a confirm slot, any `/` payload), with the yes and no that its intent (a yes at
-/// the confidence floor or above), the confirm slot and Mantle's `resolve_tool_confirmation`
-/// recorded before the next `user` event, and the other bot message before it if any; and
-/// the change memory
-/// when every field was last set by the latest run of the select action. `None` when an
-/// event it reads has a field of the wrong type (the reader refuses those).
 /// A payload's intent: `None` for words, `Some(Some(name))` for a payload naming an intent
 /// (a button: `/affirm`, `/deny{"x": 1}`, `/affirm@0.9`), `Some(None)` for any other payload
 /// (a command, such as `/SetSlots(...)`).
@@ -82,6 +74,14 @@ pub fn payload_intent(said: &str) -> Option<Option<&str>> {
     })
 }
 
+/// The reader's meaning, written out plainly (forwards, over `serde_json::Value`): the
+/// latest confirmation question; the first customer message or intent payload after it
+/// (or, with a confirm slot, any `/` payload), with the yes and no that its intent (a yes at
+/// the confidence floor or above), the confirm slot and Mantle's `resolve_tool_confirmation`
+/// recorded before the next `user` event, and the other bot message before it if any; and
+/// the change memory
+/// when every field was last set by the latest run of the select action. `None` when an
+/// event it reads has a field of the wrong type (the reader refuses those).
 pub fn reference(session: &[&RawEvent], signals: &Signals) -> Option<Conversation> {
     fn text<'a>(event: &'a Value, key: &str) -> Option<Option<&'a str>> {
         match event.get(key) {

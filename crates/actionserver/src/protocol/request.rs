@@ -1,9 +1,8 @@
 //! The body of `POST /webhook`.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
-
-use std::borrow::Cow;
 
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{DeserializeOwned, MapAccess, Visitor};

@@ -62,10 +62,8 @@ impl<'a> Scan<'a> {
         self.bytes().get(self.at).copied()
     }
 
-    pub(crate) fn skip_whitespace(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-            self.at += 1;
-        }
+    fn skip_whitespace(&mut self) {
+        self.at = skip_whitespace(self.bytes(), self.at);
     }
 
     /// Whether only whitespace is left.
@@ -288,7 +286,7 @@ impl Open {
 /// The end of the value that starts at `at` (no whitespace before it), checked. Objects and
 /// arrays are walked with a stack of their own, not by recursion, so depth costs a bit
 /// per level and never the thread's stack (serde_json does the same when it skips).
-pub(crate) fn skip_value(b: &[u8], mut at: usize) -> Option<usize> {
+fn skip_value(b: &[u8], mut at: usize) -> Option<usize> {
     let mut open = Open {
         top: 0,
         depth: 0,
