@@ -10,7 +10,10 @@
 # with an ECDSA P-256 certificate and with RSA-2048, to show what the certificate costs.
 # CPU per call of each server's processes, from /proc.
 #
-# Usage: bench/connections.sh [--duration SECONDS] [--no-build] [--out FILE]
+# Usage: bench/connections.sh [--duration SECONDS] [--no-build] [--out FILE] [--workers N]
+# --workers N: actiongate (`serve --workers N`) and both ceilings on N threads; by default
+# one per core for actiongate and the plain ceiling, two for the TLS ceiling. The seed's
+# sample serves on one thread either way (rasa-sdk's single process).
 # Needs: python3 (3.11), cargo, wrk, curl, openssl. The venv is bench/real_actions.sh's.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,7 +66,7 @@ start_actiongate() {
   port=$(free_port)
   if [[ $# -gt 1 ]]; then tls=(--ssl-certificate "$WORK/$2.pem" --ssl-keyfile "$WORK/$2.key"); scheme=https; fi
   (cd "$WORK" && exec setsid "$BIN" serve --host 127.0.0.1 --port "$port" --subscriptions-url "http://127.0.0.1:$SP" \
-    --data-dir "$WORK/ag-$name" --rate-capacity 1000000 "${tls[@]}") >"$WORK/ag-$name.log" 2>&1 &
+    --data-dir "$WORK/ag-$name" --rate-capacity 1000000 ${WORKERS:+--workers "$WORKERS"} "${tls[@]}") >"$WORK/ag-$name.log" 2>&1 &
   PIDS+=($!); PID[actiongate-$name]=$!; URL[actiongate-$name]="$scheme://127.0.0.1:$port"
 }
 # start_python NAME [CERT]: the seed's sample under rasa-sdk, on a port of its own.
@@ -78,7 +81,8 @@ start_python() {
 start_ceiling() { # CERT
   local port
   port=$(free_port)
-  setsid "$CEILING" --port "$port" --certificate "$WORK/$1.pem" --key "$WORK/$1.key" >"$WORK/ceiling-$1.log" 2>&1 &
+  setsid "$CEILING" --port "$port" --certificate "$WORK/$1.pem" --key "$WORK/$1.key" ${WORKERS:+--threads "$WORKERS"} \
+    >"$WORK/ceiling-$1.log" 2>&1 &
   PIDS+=($!); PID[ceiling-$1]=$!; URL[ceiling-$1]="https://127.0.0.1:$port"
 }
 # The plain ceiling: a bare actix-web server that reads the body and answers a constant
@@ -87,7 +91,7 @@ start_ceiling() { # CERT
 start_plain_ceiling() {
   local port
   port=$(free_port)
-  setsid "$PLAIN_CEILING" "$port" >"$WORK/ceiling-plain.log" 2>&1 &
+  setsid "$PLAIN_CEILING" "$port" ${WORKERS:+"$WORKERS"} >"$WORK/ceiling-plain.log" 2>&1 &
   PIDS+=($!); PID[ceiling-plain]=$!; URL[ceiling-plain]="http://127.0.0.1:$port"
 }
 TRANSPORTS=(plain ecdsa rsa)
@@ -131,7 +135,12 @@ for transport in ecdsa rsa; do
 done
 
 mkdir -p "$(dirname "$OUT")"
-python3 - "$RESULTS" "$OUT" "$DURATION" "$(openssl version)" <<'PY'
+if [[ -n "$WORKERS" ]]; then
+  THREADS="actiongate and both ceilings on $WORKERS worker thread(s) (\`--workers $WORKERS\`)"
+else
+  THREADS="actiongate and the plain ceiling on one worker thread per core (the default), the TLS ceiling on two"
+fi
+python3 - "$RESULTS" "$OUT" "$DURATION" "$(openssl version)" "$THREADS" "${WORKERS:+ --workers $WORKERS}" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 by = {(r[0], r[1], r[2]): r for r in rows}
@@ -157,12 +166,13 @@ for transport in ("ecdsa", "rsa"):
 failed = [r for r in rows if r[6] != "0"]
 note = "" if not failed else "\n\nCalls that failed or were cut: " + ", ".join("%s %s %s: %s" % (r[0], r[1], r[2], r[6]) for r in failed)
 text = ("# Calls made the way Rasa makes them: a new connection for each call\n\n"
-        "Produced by `bash bench/connections.sh`: one `actiongate subscription-service` for all, "
+        "Produced by `bash bench/connections.sh%s`: one `actiongate subscription-service` for all, "
         "16 callers for %ss after a 2 s warm-up, each call on a new connection with a full TLS handshake "
         "(`connect_load`: rustls, resumption off, HTTP/1.1, the server's chain checked, as a new aiohttp "
         "session; the kept connection: wrk, %s), CPU of each server's processes per call from /proc. "
         "The ceiling: with TLS, `tls_ceiling` (a bare rustls server that answers after the handshake, same certificate); "
-        "plain, `ceiling` (a bare actix-web server that reads the body and answers a constant).\n\n" % (sys.argv[3], sys.argv[4])
+        "plain, `ceiling` (a bare actix-web server that reads the body and answers a constant); "
+        "%s; the seed's sample on one (rasa-sdk's single process).\n\n" % (sys.argv[6], sys.argv[3], sys.argv[4], sys.argv[5])
         + "\n".join(lines) + "\n" + "\n".join(keep) + note + "\n")
 open(sys.argv[2], "w").write(text)
 print(text)

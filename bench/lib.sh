@@ -2,15 +2,19 @@
 # the seed sample's venv, ports, readiness, CPU and memory of a server's process group,
 # and the records and bodies each server changes. Expects ROOT set.
 
-# The flags every bench script takes, into DURATION, SIZES, BUILD and OUT (set the
-# defaults first): --duration SECONDS, --sizes LIST, --no-build, --out FILE.
+# The flags every bench script takes, into DURATION, SIZES, BUILD, OUT and WORKERS (set
+# the defaults first; WORKERS is empty unless given): --duration SECONDS, --sizes LIST,
+# --no-build, --out FILE, --workers N (actiongate's and the ceilings' worker threads, where a
+# script starts them; by default one per core).
 bench_args() {
+  WORKERS="${WORKERS:-}"
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --duration) DURATION="$2"; shift ;;
       --sizes) SIZES="$2"; shift ;;
       --no-build) BUILD=0 ;;
       --out) OUT="$2"; shift ;;
+      --workers) WORKERS="$2"; shift ;;
       *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
     shift

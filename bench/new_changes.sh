@@ -5,10 +5,12 @@
 # (each change selected on one replica and applied on the other); and beside them the
 # path's floor: examples/change_floor.rs, a bare server making the same calls to the
 # service and the same two durable commits (one row each) with no guard, driven by the
-# same load. Prints changes per second, latencies, each server's CPU per change (both
-# replicas together), the reference service's, the load's and PostgreSQL's (what the
-# machine spends on a change, side by side), and writes the table to
-# bench/results/new-changes.md.
+# same load. The SQLite server and the floor run twice: on one worker thread per core (the
+# default) and on one (`--workers 1`), since on a machine whose cores the load and the
+# service share, a second busy worker costs CPU of its own (preemption, lock hand-offs).
+# Prints changes per second, latencies, each server's CPU per change (both replicas
+# together), the reference service's, the load's and PostgreSQL's (what the machine spends
+# on a change, side by side), and writes the table to bench/results/new-changes.md.
 #
 # Usage: bench/new_changes.sh [--duration SECONDS] [--no-build] [--out FILE]
 # ACTIONGATE_BIN and APPLY_LOAD_BIN measure other builds (an earlier commit's, say);
@@ -51,11 +53,12 @@ setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WO
 PIDS+=($!); SERVICE_PID=$!
 wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
 
-# Starts a replica: NAME [DATABASE_URL]; sets PORT and PID.
+# Starts a replica: NAME [DATABASE_URL [EXTRA SERVE FLAGS...]]; sets PORT and PID.
 replica() {
   PORT=$(free_port)
   local store=()
   [[ -n "${2:-}" ]] && store=(--database-url "$2")
+  [[ $# -gt 2 ]] && store+=("${@:3}")
   (cd "$WORK" && exec setsid "$BIN" serve --host 127.0.0.1 --port "$PORT" --subscriptions-url "http://127.0.0.1:$SP" \
     --data-dir "$WORK/$1" --rate-capacity 1000000 "${store[@]}") >"$WORK/$1.log" 2>&1 &
   PIDS+=($!); PID=$!
@@ -93,14 +96,22 @@ run() {
   ROWS+=("$(python3 -c "import sys; print('| {} | {:,.0f} | {} | {} | {:,} | {:,} | {:,} | {} |'.format(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]))" "$1" "$per_s" "$p50" "$p99" "$cpu" "$service" "$load" "$pg")")
 }
 
+# floor NAME [--workers N]: the path's floor on a port of its own; sets PORT and PID.
+floor() {
+  PORT=$(free_port)
+  setsid "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/$1" --port "$PORT" "${@:2}" >"$WORK/$1.log" 2>&1 &
+  PIDS+=($!); PID=$!
+  wait_http "http://127.0.0.1:$PORT/health"
+}
 replica sqlite
 run "SQLite, one server" "http://127.0.0.1:$PORT" "$PID"
-FLOOR_PORT=$(free_port)
-setsid "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/floor" --port "$FLOOR_PORT" >"$WORK/floor.log" 2>&1 &
-PIDS+=($!); FLOOR_PID=$!
-wait_http "http://127.0.0.1:$FLOOR_PORT/health"
+floor floor
 run "the path's floor on SQLite (\`change_floor\`: the same calls and commits, no guard)" \
-  "http://127.0.0.1:$FLOOR_PORT" "$FLOOR_PID"
+  "http://127.0.0.1:$PORT" "$PID"
+replica sqlite-one-worker "" --workers 1
+run "SQLite, one server on one worker thread (\`--workers 1\`)" "http://127.0.0.1:$PORT" "$PID"
+floor floor-one-worker --workers 1
+run "the path's floor on SQLite, one worker thread" "http://127.0.0.1:$PORT" "$PID"
 replica pg-a "$PG_URL"; A_PORT=$PORT A_PID=$PID
 run "PostgreSQL, one server" "http://127.0.0.1:$A_PORT" "$A_PID"
 replica pg-b "$PG_URL"; B_PORT=$PORT B_PID=$PID
@@ -111,7 +122,7 @@ mkdir -p "$(dirname "$OUT")"
 {
   echo "# A new change each time: SQLite, PostgreSQL, and two replicas of one PostgreSQL store"
   echo
-  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. The floor's row is \`examples/change_floor.rs\`: per change the same three calls to the service (select's read, apply's read, the command with If-Match and an Idempotency-Key) and the same two durable commits on SQLite, one row each (WAL, synchronous NORMAL: the claim committed before the command, the outcome before the answer), each request's JSON checked, and nothing of the guard. Everything, the load included, on this machine's $(nproc) cores."
+  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. The floor's row is \`examples/change_floor.rs\`: per change the same three calls to the service (select's read, apply's read, the command with If-Match and an Idempotency-Key) and the same two durable commits on SQLite, one row each (WAL, synchronous NORMAL: the claim committed before the command, the outcome before the answer), each request's JSON checked, and nothing of the guard. Servers on one worker thread per core unless the row says one. Everything, the load included, on this machine's $(nproc) cores."
   echo
   echo "| store | changes/s | p50 ms | p99 ms | server CPU µs per change (actiongate, or the floor) | service CPU µs | load CPU µs | PostgreSQL CPU µs |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"

@@ -18,9 +18,10 @@
 //! lock, statements run on the caller's thread), the service is called through reqwest with
 //! one client per worker thread, as `ServiceClient` does.
 //!
-//! Usage: change_floor --service URL --data-dir DIR [--port PORT] (loopback only; PORT 0 or
-//! absent picks a free port, printed on stdout as `listening on 127.0.0.1:PORT`; `GET
-//! /health` answers 200 once it listens).
+//! Usage: change_floor --service URL --data-dir DIR [--port PORT] [--workers N] (loopback
+//! only; PORT 0 or absent picks a free port, printed on stdout as `listening on
+//! 127.0.0.1:PORT`; `GET /health` answers 200 once it listens; N worker threads, by default
+//! one per core, as `actiongate serve --workers`).
 
 use std::cell::OnceCell;
 use std::net::TcpListener;
@@ -185,7 +186,7 @@ fn open(dir: &str) -> rusqlite::Connection {
 }
 
 fn main() -> std::io::Result<()> {
-    let (mut service, mut dir, mut port) = (None, None, 0u16);
+    let (mut service, mut dir, mut port, mut workers) = (None, None, 0u16, 0usize);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args
@@ -195,6 +196,7 @@ fn main() -> std::io::Result<()> {
             "--service" => service = Some(value.trim_end_matches('/').to_owned()),
             "--data-dir" => dir = Some(value),
             "--port" => port = value.parse().expect("--port"),
+            "--workers" => workers = value.parse().expect("--workers"),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -207,15 +209,15 @@ fn main() -> std::io::Result<()> {
     }));
     let listener = TcpListener::bind(("127.0.0.1", port))?;
     println!("listening on {}", listener.local_addr()?);
-    actix_web::rt::System::new().block_on(
-        HttpServer::new(move || {
-            App::new()
-                .app_data(state.clone())
-                .app_data(web::PayloadConfig::new(1 << 20))
-                .route("/webhook", web::post().to(webhook))
-                .route("/health", web::get().to(HttpResponse::Ok))
-        })
-        .listen(listener)?
-        .run(),
-    )
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(web::PayloadConfig::new(1 << 20))
+            .route("/webhook", web::post().to(webhook))
+            .route("/health", web::get().to(HttpResponse::Ok))
+    });
+    if workers > 0 {
+        server = server.workers(workers);
+    }
+    actix_web::rt::System::new().block_on(server.listen(listener)?.run())
 }
