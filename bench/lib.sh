@@ -4,8 +4,8 @@
 
 # The flags every bench script takes, into DURATION, SIZES, BUILD, OUT and WORKERS (set
 # the defaults first; WORKERS is empty unless given): --duration SECONDS, --sizes LIST,
-# --no-build, --out FILE, --workers N (actiongate's and the ceilings' worker threads, where a
-# script starts them; by default one per core).
+# --no-build, --out FILE, --workers N (the worker threads of actiongate and the ceilings in
+# bench/connections.sh; the other scripts leave their servers on their defaults).
 bench_args() {
   WORKERS="${WORKERS:-}"
   while [[ $# -gt 0 ]]; do
