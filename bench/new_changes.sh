@@ -56,11 +56,11 @@ wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
 # Starts a replica: NAME [DATABASE_URL [EXTRA SERVE FLAGS...]]; sets PORT and PID.
 replica() {
   PORT=$(free_port)
-  local store=()
-  [[ -n "${2:-}" ]] && store=(--database-url "$2")
-  [[ $# -gt 2 ]] && store+=("${@:3}")
+  local flags=()
+  [[ -n "${2:-}" ]] && flags=(--database-url "$2")
+  [[ $# -gt 2 ]] && flags+=("${@:3}")
   (cd "$WORK" && exec setsid "$BIN" serve --host 127.0.0.1 --port "$PORT" --subscriptions-url "http://127.0.0.1:$SP" \
-    --data-dir "$WORK/$1" --rate-capacity 1000000 "${store[@]}") >"$WORK/$1.log" 2>&1 &
+    --data-dir "$WORK/$1" --rate-capacity 1000000 "${flags[@]}") >"$WORK/$1.log" 2>&1 &
   PIDS+=($!); PID=$!
   wait_http "http://127.0.0.1:$PORT/health"
 }
