@@ -515,12 +515,9 @@ pub fn session_identity(
             .iter()
             .rposition(|e| e.kind() == EventKind::SessionStarted);
     }
-    // Where the session's events begin: its pre-start write, when there is one.
-    let from = match start {
-        Some(s) if wrote_own(s)? => s - 2,
-        Some(s) => s,
-        None => 0,
-    };
+    // Where the session's events begin: its pre-start write (the search above stops only
+    // at a start that wrote its own, two events after the write), or the window's first.
+    let from = start.map_or(0, |s| s - 2);
     // Inside the start (after `session_started`, before its `action_listen`), and, in a
     // trimmed window, still among its first slot events.
     let mut starting = false;

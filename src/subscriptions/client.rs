@@ -71,6 +71,10 @@ impl Provider for ServiceClient {
 #[derive(Debug, Clone)]
 pub struct ServiceClient {
     base: String,
+    /// `base`, parsed once: each call's URL is a copy with its path set, where a URL given
+    /// as text was parsed whole again for every call (`None` when `base` does not parse;
+    /// its calls then fail as reqwest finds it).
+    parsed: Option<reqwest::Url>,
     token: Option<String>,
     http: PerThread,
     /// How long a call waits for a turn; the call itself then has as long again.
@@ -108,8 +112,12 @@ impl ServiceClient {
                 .pool_max_idle_per_host(max_in_flight)
                 .build()
         })?;
+        let base = base_url.trim_end_matches('/').to_owned();
         Ok(Self {
-            base: base_url.trim_end_matches('/').to_owned(),
+            parsed: reqwest::Url::parse(&base)
+                .ok()
+                .filter(|u| !u.cannot_be_a_base() && u.query().is_none() && u.fragment().is_none()),
+            base,
             token,
             http,
             timeout,
@@ -133,17 +141,22 @@ impl ServiceClient {
             .map_err(|_| ServiceError::Busy(self.max_in_flight))
     }
 
-    /// A request, to be sent while holding a turn.
+    /// A request, to be sent while holding a turn; `path` has no query.
     fn request(
         &self,
         _turn: &SemaphorePermit<'_>,
         method: reqwest::Method,
         path: &str,
     ) -> reqwest::RequestBuilder {
-        let mut builder = self
-            .http
-            .get()
-            .request(method, format!("{}{path}", self.base));
+        let http = self.http.get();
+        let mut builder = match &self.parsed {
+            Some(base) => {
+                let mut url = base.clone();
+                url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
+                http.request(method, url)
+            }
+            None => http.request(method, format!("{}{path}", self.base)),
+        };
         // The service continues this call's trace, when there is one.
         if let Some(traceparent) = actionserver::current_traceparent() {
             builder = builder.header("traceparent", traceparent);

@@ -476,6 +476,68 @@ fn serve_takes_the_token_from_the_environment_as_rasa_does() {
     assert_eq!((with_value, with_literal, without), (200, 401, 401));
 }
 
+/// The line a call ends with: at the default level only a call that did not succeed gets
+/// one, with its status and duration; with `-v` a success's line says them too.
+#[test]
+fn a_calls_line_says_its_status_and_duration() {
+    use std::io::BufRead;
+    use std::time::Duration;
+    for verbose in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_actiongate"));
+        serve
+            .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+            .args(["--embedded-service-port", "0", "--data-dir"])
+            .arg(dir.path())
+            .env_remove("RUST_LOG")
+            .env_remove("NO_COLOR")
+            .stderr(std::process::Stdio::piped());
+        if verbose {
+            serve.arg("-v");
+        }
+        let mut child = serve.spawn().unwrap();
+        let (lines, received) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                if lines.send(line.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        let port = loop {
+            let line = received.recv_timeout(Duration::from_secs(30)).unwrap();
+            if line.contains("actiongate listening") {
+                let port = line
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("port="));
+                break port.unwrap().parse::<u16>().unwrap();
+            }
+        };
+        assert_eq!(status_of(port, "/health"), 200);
+        assert_eq!(status_of(port, "/nowhere"), 404);
+        // The 404's line comes after the 200's, if that one is logged at all.
+        let mut served = Vec::new();
+        while !served.iter().any(|l: &String| l.contains("status=404")) {
+            let line = received.recv_timeout(Duration::from_secs(30)).unwrap();
+            if line.contains("served") {
+                served.push(line);
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let failed = served.iter().find(|l| l.contains("status=404")).unwrap();
+        assert!(failed.contains(" ms="), "{failed}");
+        let succeeded: Vec<_> = served.iter().filter(|l| l.contains("/health")).collect();
+        if verbose {
+            assert_eq!(succeeded.len(), 1, "{served:?}");
+            assert!(succeeded[0].contains("status=200") && succeeded[0].contains(" ms="));
+        } else {
+            assert!(succeeded.is_empty(), "{served:?}");
+        }
+    }
+}
+
 /// An OTLP/gRPC receiver, from the OpenTelemetry project's own protocol definitions: what
 /// a collector is sent, kept as it arrives.
 mod otlp {

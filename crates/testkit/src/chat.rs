@@ -262,7 +262,7 @@ impl Chat {
             latest_event_time: f64,
             followup_action: Option<()>,
             paused: bool,
-            events: &'a [Value],
+            events: RasaOrder<'a>,
             latest_input_channel: &'static str,
             active_loop: Map<String, Value>,
             latest_action: LatestAction<'a>,
@@ -289,7 +289,7 @@ impl Chat {
                 latest_event_time: self.t,
                 followup_action: None,
                 paused: false,
-                events: &self.events,
+                events: RasaOrder(&self.events),
                 latest_input_channel: "rest",
                 active_loop: Map::new(),
                 latest_action: LatestAction {
@@ -376,6 +376,40 @@ pub fn slot_in(body: &Value, name: &str) -> Option<Value> {
         .map(|e| e["value"].clone())
 }
 
+/// Events written as Rasa writes them: `event` and `timestamp` first (every event's
+/// `as_dict` starts with them, as tests/fixtures/rasa-3.6.21 shows), then the rest. A
+/// `Value`'s own keys come out sorted, an order Rasa never sends.
+struct RasaOrder<'a>(&'a [Value]);
+
+impl Serialize for RasaOrder<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(RasaEvent))
+    }
+}
+
+/// One event of [`RasaOrder`].
+struct RasaEvent<'a>(&'a Value);
+
+impl Serialize for RasaEvent<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        const HEAD: [&str; 2] = ["event", "timestamp"];
+        let Some(fields) = self.0.as_object() else {
+            return self.0.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(fields.len()))?;
+        for key in HEAD {
+            if let Some(value) = fields.get(key) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        for (key, value) in fields.iter().filter(|(k, _)| !HEAD.contains(&k.as_str())) {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,5 +428,31 @@ mod tests {
         let action = "apply_subscription_change";
         let sent: Value = serde_json::from_slice(&c.request_bytes(action)).unwrap();
         assert_eq!(sent, c.request(action));
+    }
+
+    /// Each event in the bytes opens with `event` and `timestamp`, as in the Rasa 3.6.21
+    /// fixture's events.
+    #[test]
+    fn the_request_bytes_open_each_event_as_rasa_does() {
+        let mut c = Chat::new("s", Some("acct-7"));
+        c.user("yes", "affirm", &[]);
+        c.bot("Shall I?", None);
+        let bytes = c.request_bytes("apply_subscription_change");
+        let text = std::str::from_utf8(&bytes).unwrap();
+        let events = &text[text.find("\"events\":[").unwrap()..];
+        let opens: Vec<&str> = events.split("{\"event\":").skip(1).collect();
+        assert_eq!(opens.len(), c.events.len(), "{events}");
+        for open in opens {
+            let after_kind = &open[open.find(',').unwrap() + 1..];
+            assert!(after_kind.starts_with("\"timestamp\":"), "{open}");
+        }
+        // The fixture, as Rasa wrote it (with a space after each separator).
+        let fixture = include_str!("../../../tests/fixtures/rasa-3.6.21/apply_request.json");
+        let opens: Vec<&str> = fixture.split("{\"event\": ").skip(1).collect();
+        assert!(opens.len() > 5);
+        for open in opens {
+            let after_kind = &open[open.find(',').unwrap() + 1..];
+            assert!(after_kind.starts_with(" \"timestamp\": "), "{open}");
+        }
     }
 }

@@ -9,26 +9,28 @@ use super::per_thread::CLIENTS;
 use super::testing::service;
 use super::*;
 
+/// The head of the next call `listener` takes, lower-cased; the call is answered 404.
+async fn head_of_one_call(listener: &TcpListener) -> String {
+    let (mut stream, _) = listener.accept().await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    stream
+        .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&head).to_ascii_lowercase()
+}
+
 /// A call made inside a traced span carries the trace to the service (`traceparent`),
 /// so the service can continue it; with nothing traced, no header.
 #[tokio::test]
 async fn a_traced_call_carries_its_trace_to_the_service() {
     use tracing_subscriber::layer::SubscriberExt as _;
     crate::telemetry::install_crypto();
-    async fn head_of_one_call(listener: &TcpListener) -> String {
-        let (mut stream, _) = listener.accept().await.unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            stream.read_exact(&mut byte).await.unwrap();
-            head.push(byte[0]);
-        }
-        stream
-            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
-            .await
-            .unwrap();
-        String::from_utf8_lossy(&head).to_ascii_lowercase()
-    }
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let client = ServiceClient::new(&url, Duration::from_secs(5), None).unwrap();
@@ -105,6 +107,42 @@ fn each_thread_has_its_own_client_and_a_dropped_family_is_forgotten() {
 fn ids_are_percent_encoded_in_paths() {
     assert_eq!(segment("WS-SUB-3304"), "WS-SUB-3304");
     assert_eq!(segment("BOX 7/../x?y#é"), "BOX%207%2F..%2Fx%3Fy%23%C3%A9");
+}
+
+/// Each call's path is the base URL's path (a prefix, with or without a trailing slash)
+/// followed by the route, its id percent-encoded once.
+#[tokio::test]
+async fn a_call_goes_to_the_route_under_the_base_urls_path() {
+    crate::telemetry::install_crypto();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap();
+    for (base, id, path) in [
+        (
+            format!("http://{at}"),
+            "WS-SUB-3304",
+            "/v1/subscriptions/ws-sub-3304",
+        ),
+        (
+            format!("http://{at}/"),
+            "WS-SUB-3304",
+            "/v1/subscriptions/ws-sub-3304",
+        ),
+        (
+            format!("http://{at}/billing"),
+            "BOX 7/x",
+            "/billing/v1/subscriptions/box%207%2fx",
+        ),
+        (
+            format!("http://{at}/billing/"),
+            "é?",
+            "/billing/v1/subscriptions/%c3%a9%3f",
+        ),
+    ] {
+        let client = ServiceClient::new(&base, Duration::from_secs(5), None).unwrap();
+        let (head, _) = tokio::join!(head_of_one_call(&listener), client.get(id));
+        let line = head.lines().next().unwrap();
+        assert_eq!(line, format!("get {path} http/1.1"), "{base}");
+    }
 }
 
 #[tokio::test]
