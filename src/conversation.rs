@@ -5,8 +5,9 @@
 //! and what that reply means, and what `select_subscription_change` wrote into memory.
 //! Pure functions over events.
 
-use std::borrow::Cow;
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -229,6 +230,33 @@ fn lite<'a>(position: usize, event: &RawEvent<'a>) -> Result<Fields<'a>, Malform
     })
 }
 
+/// The fields of the events one call's readers parse, each event read once however many
+/// of them look: the guard reads the conversation and then the slots as the question was
+/// asked, over the same events. Keyed by where the event lies in the tracker, which is the
+/// same event whichever slice of it a reader is given (ordered, not hashed: a key is an
+/// address, and SipHash on each lookup cost more than the few comparisons).
+#[derive(Default)]
+pub struct Fieldbook<'a> {
+    read: RefCell<BTreeMap<usize, Rc<Fields<'a>>>>,
+}
+
+impl<'a> Fieldbook<'a> {
+    /// The event's fields, from the book when a reader read them already.
+    fn fields(
+        &self,
+        position: usize,
+        event: &RawEvent<'a>,
+    ) -> Result<Rc<Fields<'a>>, MalformedEvent> {
+        let at = std::ptr::from_ref(event).addr();
+        if let Some(read) = self.read.borrow().get(&at) {
+            return Ok(Rc::clone(read));
+        }
+        let read = Rc::new(lite(position, event)?);
+        self.read.borrow_mut().insert(at, Rc::clone(&read));
+        Ok(read)
+    }
+}
+
 /// Reads the conversation from the session's applied events.
 ///
 /// It reads from the end and stops once it has found both the latest question and the
@@ -237,6 +265,15 @@ fn lite<'a>(position: usize, event: &RawEvent<'a>) -> Result<Fields<'a>, Malform
 pub fn read(
     events: &[&RawEvent<'_>],
     reading: &Reading<'_>,
+) -> Result<Conversation, MalformedEvent> {
+    read_with(events, reading, &Fieldbook::default())
+}
+
+/// [`read`], keeping the events' fields in `book` for the readers after it.
+pub fn read_with<'a>(
+    events: &[&RawEvent<'a>],
+    reading: &Reading<'_>,
+    book: &Fieldbook<'a>,
 ) -> Result<Conversation, MalformedEvent> {
     let signals = reading.signals;
     let mut conversation = Conversation::default();
@@ -264,8 +301,8 @@ pub fn read(
                 if asked {
                     continue;
                 }
-                let user = lite(position, event)?;
-                let text = user.text.unwrap_or_default();
+                let user = book.fields(position, event)?;
+                let text = user.text.clone().unwrap_or_default();
                 let external = user.is_external;
                 let mut heard = std::mem::take(&mut said);
                 let given = match classify(&text, external) {
@@ -287,7 +324,7 @@ pub fn read(
                 let reply = Reply {
                     text: text.into_owned(),
                     timestamp: event.timestamp(),
-                    message_id: user.message_id.map(Cow::into_owned),
+                    message_id: user.message_id.as_deref().map(str::to_owned),
                     meaning: Meaning::Unclear,
                     given,
                     after_other_message: None,
@@ -296,11 +333,11 @@ pub fn read(
                 other_message = None;
             }
             EventKind::Bot if !asked => {
-                let bot = lite(position, event)?;
-                let utter_action = bot.utter_action;
-                if utter_action.as_deref() == Some(reading.confirm_response) {
+                let bot = book.fields(position, event)?;
+                let utter_action = bot.utter_action.as_deref();
+                if utter_action == Some(reading.confirm_response) {
                     conversation.question = Some(Question {
-                        text: bot.text.unwrap_or_default().into_owned(),
+                        text: bot.text.as_deref().unwrap_or_default().to_owned(),
                         timestamp: event.timestamp(),
                         position,
                     });
@@ -315,12 +352,11 @@ pub fn read(
                     });
                 } else if candidate.is_some() && other_message.is_none() {
                     // Read from the end, the first met is the one the reply came after.
-                    other_message =
-                        Some(utter_action.map_or_else(|| "a message".to_owned(), Cow::into_owned));
+                    other_message = Some(utter_action.unwrap_or("a message").to_owned());
                 }
             }
             EventKind::Action if !select_found => {
-                let action = lite(position, event)?;
+                let action = book.fields(position, event)?;
                 if action.name.as_deref() == Some(reading.select_action) {
                     assign_to_select(&mut memory, &mut unassigned);
                     select_found = true;
@@ -334,20 +370,20 @@ pub fn read(
                 if !(wanted_by_memory || wanted_by_reply) {
                     continue;
                 }
-                let slot = lite(position, event)?;
-                let name = slot.name.unwrap_or_default();
-                let value = slot.value.unwrap_or(Value::Null);
-                if wanted_by_reply && signals.confirm_slot.as_deref() == Some(&*name) {
-                    said.record(value.as_bool());
+                let slot = book.fields(position, event)?;
+                let name = slot.name.as_deref().unwrap_or_default();
+                let value = slot.value.as_ref();
+                if wanted_by_reply && signals.confirm_slot.as_deref() == Some(name) {
+                    said.record(value.and_then(Value::as_bool));
                 }
                 if wanted_by_memory {
                     if let Some(field) = change_memory::ALL.iter().find(|f| **f == name) {
-                        unassigned.push((field, value));
+                        unassigned.push((field, value.cloned().unwrap_or(Value::Null)));
                     }
                 }
             }
             EventKind::Other if !asked && event.name() == "tool_executed" => {
-                let tool = lite(position, event)?;
+                let tool = book.fields(position, event)?;
                 if tool.tool_name.as_deref() == Some(MANTLE_CONFIRMATION_TOOL) {
                     let confirmed = tool
                         .arguments
@@ -420,6 +456,16 @@ pub fn slots_before(
     position: usize,
     names: &[&str],
 ) -> Result<(HashMap<String, Value>, bool), MalformedEvent> {
+    slots_before_with(events, position, names, &Fieldbook::default())
+}
+
+/// [`slots_before`], with the fields `book` holds already.
+pub fn slots_before_with<'a>(
+    events: &[&RawEvent<'a>],
+    position: usize,
+    names: &[&str],
+    book: &Fieldbook<'a>,
+) -> Result<(HashMap<String, Value>, bool), MalformedEvent> {
     let mut found: HashMap<String, Value> = HashMap::new();
     for (at, event) in events[..position.min(events.len())]
         .iter()
@@ -435,10 +481,10 @@ pub fn slots_before(
         if event.kind() != EventKind::Slot {
             continue;
         }
-        let slot = lite(at, event)?;
-        let name = slot.name.unwrap_or_default();
-        if names.contains(&&*name) && !found.contains_key(&*name) {
-            found.insert(name.into_owned(), slot.value.unwrap_or(Value::Null));
+        let slot = book.fields(at, event)?;
+        let name = slot.name.as_deref().unwrap_or_default();
+        if names.contains(&name) && !found.contains_key(name) {
+            found.insert(name.to_owned(), slot.value.clone().unwrap_or(Value::Null));
         }
     }
     Ok((found, false))
@@ -450,8 +496,19 @@ pub fn set_after(
     position: usize,
     name: &str,
 ) -> Result<bool, MalformedEvent> {
+    set_after_with(events, position, name, &Fieldbook::default())
+}
+
+/// [`set_after`], with the fields `book` holds already.
+pub fn set_after_with<'a>(
+    events: &[&RawEvent<'a>],
+    position: usize,
+    name: &str,
+    book: &Fieldbook<'a>,
+) -> Result<bool, MalformedEvent> {
     for (at, event) in events.iter().enumerate().skip(position + 1) {
-        if event.kind() == EventKind::Slot && lite(at, event)?.name.as_deref() == Some(name) {
+        if event.kind() == EventKind::Slot && book.fields(at, event)?.name.as_deref() == Some(name)
+        {
             return Ok(true);
         }
     }
@@ -488,10 +545,12 @@ pub fn session_identity(
     let started = events
         .iter()
         .rposition(|e| e.kind() == EventKind::SessionStarted);
+    // The start's events are looked at more than once (its own write, then the walk).
+    let book = Fieldbook::default();
     let action_named = |at: usize, wanted: &str| -> Result<bool, MalformedEvent> {
         Ok(match events.get(at) {
             Some(event) if event.kind() == EventKind::Action => {
-                lite(at, event)?.name.as_deref() == Some(wanted)
+                book.fields(at, event)?.name.as_deref() == Some(wanted)
             }
             _ => false,
         })
@@ -502,7 +561,7 @@ pub fn session_identity(
         Ok(s >= 2
             && action_named(s - 1, "action_session_start")?
             && events[s - 2].kind() == EventKind::Slot
-            && lite(s - 2, &events[s - 2])?.name.as_deref() == Some(name))
+            && book.fields(s - 2, &events[s - 2])?.name.as_deref() == Some(name))
     };
     // A start that wrote none of its own only carried the earlier session's value over
     // (with whatever rewrote it there): read from the earlier start, until one wrote its own.
@@ -531,7 +590,7 @@ pub fn session_identity(
                 window_start = false;
             }
             EventKind::Action if starting || window_start => {
-                let action = lite(at, event)?;
+                let action = book.fields(at, event)?;
                 let name = action.name.as_deref();
                 if name == Some("action_listen") {
                     starting = false;
@@ -543,7 +602,7 @@ pub fn session_identity(
                 if !(raw.contains(name) || raw.contains('\\')) {
                     continue;
                 }
-                let slot = lite(at, event)?;
+                let slot = book.fields(at, event)?;
                 if slot.name.as_deref() != Some(name) {
                     continue;
                 }
@@ -552,7 +611,7 @@ pub fn session_identity(
                 if !at_the_start {
                     return Ok(SessionIdentity::Rewritten);
                 }
-                value = Some(slot.value.unwrap_or(Value::Null));
+                value = Some(slot.value.clone().unwrap_or(Value::Null));
             }
             EventKind::Action => {}
             EventKind::Bot

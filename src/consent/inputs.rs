@@ -87,7 +87,9 @@ impl ApplyInputs {
             select_action: &config.select_action,
             signals: &config.signals,
         };
-        let conversation = conversation::read(&events, &reading)?;
+        // The conversation and the slots as asked read the same events: each once.
+        let book = conversation::Fieldbook::default();
+        let conversation = conversation::read_with(&events, &reading, &book)?;
         let variations = domain.and_then(|d| question::variations(d, &config.confirm_response));
         let shows_subscription = variations.as_ref().is_some_and(|vs| {
             vs.iter()
@@ -95,7 +97,8 @@ impl ApplyInputs {
         });
         let template = match (&conversation.question, domain, config.question, variations) {
             (Some(asked), Some(domain), QuestionCheck::Template, Some(variations)) => {
-                let values = values_when_asked(tracker, domain, &events, asked, &variations)?;
+                let values =
+                    values_when_asked(tracker, domain, &events, asked, &variations, &book)?;
                 Some(Template { variations, values })
             }
             _ => None,
@@ -125,12 +128,13 @@ impl ApplyInputs {
 /// trimmed the front) and nothing set the slot since, its value now; otherwise the
 /// domain's initial value (null unless it says otherwise). A name the domain has no slot
 /// for stays missing, as it is to Rasa, which then sends the template unrendered.
-fn values_when_asked(
+fn values_when_asked<'a>(
     tracker: &Tracker<'_>,
     domain: &Value,
-    events: &[&actionserver::RawEvent<'_>],
+    events: &[&actionserver::RawEvent<'a>],
     asked: &Question,
     variations: &[String],
+    book: &conversation::Fieldbook<'a>,
 ) -> Result<HashMap<String, Value>, conversation::MalformedEvent> {
     let mut names: Vec<&str> = variations
         .iter()
@@ -138,7 +142,8 @@ fn values_when_asked(
         .collect();
     names.sort_unstable();
     names.dedup();
-    let (mut values, reset) = conversation::slots_before(events, asked.position, &names)?;
+    let (mut values, reset) =
+        conversation::slots_before_with(events, asked.position, &names, book)?;
     let trimmed = !reset
         && events
             .first()
@@ -148,7 +153,7 @@ fn values_when_asked(
             continue;
         }
         let declared = domain.get("slots").and_then(|s| s.get(name));
-        if trimmed && !conversation::set_after(events, asked.position, name)? {
+        if trimmed && !conversation::set_after_with(events, asked.position, name, book)? {
             if let Some(now) = tracker.slots.get_raw(name) {
                 values.insert(name.to_owned(), now.clone());
                 continue;

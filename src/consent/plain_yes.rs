@@ -11,6 +11,7 @@
 //! uses the word), and no word but those, fillers, and the words of the label and of the
 //! subscription as the question named them.
 
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -534,13 +535,18 @@ impl ReplyWords {
     /// label and the subscription as the question showed them).
     pub fn read(&self, reply: &str, question_words: &[&str]) -> Result<(), NotPlain> {
         let words = tokens(reply);
-        let allowed: HashSet<String> = question_words.iter().flat_map(|q| tokens(q)).collect();
-        // A word of the question counts only beside another word of it ("stop the renewal",
-        // "style box"): alone, "stop", "cancel", "skip" or "next" say something else ("ok,
-        // stop", "fine, skip it").
-        let of_question: Vec<bool> = words.iter().map(|w| allowed.contains(w)).collect();
-        let beside = |at: usize| {
-            (at > 0 && of_question[at - 1]) || of_question.get(at + 1).copied().unwrap_or(false)
+        // Which of the reply's words are the question's, read only once a word of no list
+        // needs it (a plain "yes" never does).
+        let of_question = OnceCell::new();
+        let of_question = || {
+            of_question.get_or_init(|| {
+                let allowed: HashSet<String> =
+                    question_words.iter().flat_map(|q| tokens(q)).collect();
+                words
+                    .iter()
+                    .map(|w| allowed.contains(w))
+                    .collect::<Vec<bool>>()
+            })
         };
         let mut affirmed = false;
         let mut unexpected: Option<NotPlain> = None;
@@ -554,12 +560,22 @@ impl ReplyWords {
                 }
                 Some(Role::Affirms) => affirmed = true,
                 Some(_) => {}
-                None if of_question[at] && beside(at) => {}
-                None if of_question[at] => {
-                    unexpected.get_or_insert(NotPlain::Alone(span));
-                }
                 None => {
-                    unexpected.get_or_insert(NotPlain::Unexpected(span));
+                    // A word of the question counts only beside another word of it ("stop
+                    // the renewal", "style box"): alone, "stop", "cancel", "skip" or "next"
+                    // say something else ("ok, stop", "fine, skip it").
+                    let question = of_question();
+                    let beside = (at > 0 && question[at - 1])
+                        || question.get(at + 1).copied().unwrap_or(false);
+                    match (question[at], beside) {
+                        (true, true) => {}
+                        (true, false) => {
+                            unexpected.get_or_insert(NotPlain::Alone(span));
+                        }
+                        (false, _) => {
+                            unexpected.get_or_insert(NotPlain::Unexpected(span));
+                        }
+                    }
                 }
             }
             at += len;

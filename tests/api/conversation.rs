@@ -705,6 +705,48 @@ fn slots_before_the_question_stop_at_a_reset() {
     assert_eq!(values.get("change_tag"), None);
 }
 
+/// The guard's readers sharing one book of the events' fields (the conversation, then the
+/// slots as the question was asked) read what each reads alone, including the events both
+/// parse and a slot the first never parsed.
+#[test]
+fn readers_sharing_a_book_of_fields_read_what_each_reads_alone() {
+    use actiongate::conversation::{
+        read_with, set_after, set_after_with, slots_before, slots_before_with, Fieldbook,
+    };
+    let events = [
+        set("change_label", json!("Early")),
+        action("select_subscription_change"),
+        set("change_tag", json!("A r4")),
+        set("change_label", json!("Stop renewal")),
+        bot("Shall I stop renewal?", Q, 10.0),
+        said("yes", "affirm", 11.0),
+        set("change_tag", json!("after")),
+    ];
+    let t = tracker(&events);
+    let session = t.session_events();
+    let reading = Reading {
+        confirm_response: Q,
+        select_action: "select_subscription_change",
+        signals: &Signals::default(),
+    };
+    let book = Fieldbook::default();
+    let shared = read_with(&session, &reading, &book).unwrap();
+    assert_eq!(shared, read(&session, &reading).unwrap());
+    let asked = shared.question.as_ref().unwrap().position;
+    let names = ["change_label", "change_tag", "change_subscription"];
+    assert_eq!(
+        slots_before_with(&session, asked, &names, &book).unwrap(),
+        slots_before(&session, asked, &names).unwrap()
+    );
+    let (values, _) = slots_before_with(&session, asked, &names, &book).unwrap();
+    assert_eq!(values.get("change_label"), Some(&json!("Stop renewal")));
+    assert_eq!(values.get("change_tag"), Some(&json!("A r4")));
+    assert_eq!(
+        set_after_with(&session, asked, "change_tag", &book).unwrap(),
+        set_after(&session, asked, "change_tag").unwrap()
+    );
+}
+
 #[test]
 fn an_identity_written_outside_a_sessions_start_is_seen_however_it_is_spelled() {
     use actiongate::conversation::{session_identity, SessionIdentity};

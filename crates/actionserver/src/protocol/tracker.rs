@@ -4,6 +4,7 @@
 //! losing a field); the keys the server reads are also parsed once into typed fields.
 
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -67,12 +68,20 @@ impl<'de> Deserialize<'de> for Slots {
                 Ok(Slots::default())
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Slots, A::Error> {
-                let mut slots = HashMap::new();
+                // Room for a small domain's slots from the start; one hash of each name.
+                let mut slots = HashMap::with_capacity(map.size_hint().unwrap_or(16).min(256));
                 while let Some((key, value)) = map.next_entry::<String, Value>()? {
-                    if slots.contains_key(&key) {
-                        return Err(de::Error::custom(format!("duplicate slot `{key}`")));
+                    match slots.entry(key) {
+                        Entry::Occupied(taken) => {
+                            return Err(de::Error::custom(format!(
+                                "duplicate slot `{}`",
+                                taken.key()
+                            )));
+                        }
+                        Entry::Vacant(free) => {
+                            free.insert(value);
+                        }
                     }
-                    slots.insert(key, value);
                 }
                 Ok(Slots(slots))
             }
