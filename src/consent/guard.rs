@@ -126,7 +126,9 @@ impl Guard {
                 drop(checks);
                 let key = confirmation.request_key.clone();
                 span.record("request_key", key.as_str());
-                (self.decide(confirmation, inputs).await?, Some(key))
+                // Boxed: steps 11 to 15 hold the service calls and the store's, the bulk of
+                // this future, which each poll's caller would otherwise move whole.
+                (Box::pin(self.decide(confirmation, inputs)).await?, Some(key))
             }
         };
         self.store
