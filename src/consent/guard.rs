@@ -128,7 +128,10 @@ impl Guard {
                 span.record("request_key", key.as_str());
                 // Boxed: steps 11 to 15 hold the service calls and the store's, the bulk of
                 // this future, which each poll's caller would otherwise move whole.
-                (Box::pin(self.decide(confirmation, inputs)).await?, Some(key))
+                (
+                    Box::pin(self.decide(confirmation, inputs)).await?,
+                    Some(key),
+                )
             }
         };
         self.store
