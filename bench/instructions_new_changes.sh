@@ -23,19 +23,9 @@ source "$ROOT/bench/lib.sh"
 bench_args "$@"
 bench_workdir instructions
 command -v valgrind >/dev/null || { apt-get update >/dev/null && apt-get install -y valgrind >/dev/null; }
-if [[ "$BUILD" == 1 ]]; then
-  cargo build --release --quiet --bin actiongate
-  cargo build --release --quiet -p tools --example apply_load
-  cargo build --release --quiet --example change_floor
-fi
-BIN="$ROOT/target/release/actiongate"
-APPLY_LOAD="$ROOT/target/release/examples/apply_load"
-FLOOR="$ROOT/target/release/examples/change_floor"
+new_change_bins
 
-SP=$(free_port)
-setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
-PIDS+=($!)
-wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
+start_service
 
 # 1234567 → 1,234,567.
 thousands() { sed -E ':a;s/([0-9])([0-9]{3})($|,)/\1,\2\3/;ta' <<<"$1"; }

@@ -1,6 +1,7 @@
 # Shared by the bench scripts (sourced, not run): their common flags and work directory,
-# the seed sample's venv, ports, readiness, CPU and memory of a server's process group,
-# and the records and bodies each server changes. Expects ROOT set.
+# the seed sample's venv, the new-change scripts' binaries and service, ports, readiness,
+# CPU and memory of a server's process group, and the records and bodies each server
+# changes. Expects ROOT set.
 
 # The flags every bench script takes, into DURATION, SIZES, BUILD, OUT and WORKERS (set
 # the defaults first; WORKERS is empty unless given): --duration SECONDS, --sizes LIST,
@@ -47,6 +48,27 @@ need_wrk() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 wait_http() { for _ in $(seq 300); do curl -skf -o /dev/null "$1" && return 0; sleep 0.2; done; log "not ready: $1"; return 1; }
+# The new-change scripts' binaries: actiongate, apply_load and the path's floor, built
+# unless --no-build; BIN, APPLY_LOAD and FLOOR (ACTIONGATE_BIN, APPLY_LOAD_BIN and
+# CHANGE_FLOOR_BIN point them at other builds).
+new_change_bins() {
+  if [[ "$BUILD" == 1 ]]; then
+    cargo build --release --quiet --bin actiongate
+    cargo build --release --quiet -p tools --example apply_load
+    cargo build --release --quiet --example change_floor
+  fi
+  BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
+  APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
+  FLOOR="${CHANGE_FLOOR_BIN:-$ROOT/target/release/examples/change_floor}"
+}
+# Starts `$BIN subscription-service` on a free port, its data in $WORK/service; sets SP
+# (its port) and SERVICE_PID, and returns once it serves the seeded record.
+start_service() {
+  SP=$(free_port)
+  setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
+  PIDS+=($!); SERVICE_PID=$!
+  wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
+}
 # CPU of a server: every process of its group (rasa-sdk serves in a child of its primary).
 group_ticks() {
   local total=0 pid t

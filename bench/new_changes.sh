@@ -33,14 +33,7 @@ bench_workdir new-changes
 # shellcheck source=scripts/postgres.sh
 source "$ROOT/scripts/postgres.sh"
 start_postgres
-if [[ "$BUILD" == 1 ]]; then
-  cargo build --release --quiet --bin actiongate
-  cargo build --release --quiet -p tools --example apply_load
-  cargo build --release --quiet --example change_floor
-fi
-BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
-APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
-FLOOR="${CHANGE_FLOOR_BIN:-$ROOT/target/release/examples/change_floor}"
+new_change_bins
 
 ADMIN="$ACTIONGATE_TEST_POSTGRES_URL"
 DB="ag_bench_$$"
@@ -48,10 +41,7 @@ PG_URL="${ADMIN%/*}/$DB"
 psql "$ADMIN" -qc "CREATE DATABASE $DB" >/dev/null
 trap 'bench_cleanup; psql "$ADMIN" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 
-SP=$(free_port)
-setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
-PIDS+=($!); SERVICE_PID=$!
-wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
+start_service
 
 # Starts a replica: NAME [DATABASE_URL [EXTRA SERVE FLAGS...]]; sets PORT and PID.
 replica() {

@@ -21,19 +21,9 @@ source "$ROOT/bench/lib.sh"
 bench_args "$@"
 bench_workdir profile-new-changes
 command -v perf >/dev/null || { apt-get update >/dev/null && apt-get install -y linux-perf >/dev/null; }
-if [[ "$BUILD" == 1 ]]; then
-  cargo build --release --quiet --bin actiongate
-  cargo build --release --quiet -p tools --example apply_load
-  cargo build --release --quiet --example change_floor
-fi
-BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
-APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
-FLOOR="${CHANGE_FLOOR_BIN:-$ROOT/target/release/examples/change_floor}"
+new_change_bins
 
-SP=$(free_port)
-setsid "$BIN" subscription-service --port "$SP" --data-dir "$WORK/service" >"$WORK/service.log" 2>&1 &
-PIDS+=($!); SERVICE_PID=$!
-wait_http "http://127.0.0.1:$SP/v1/subscriptions/WS-SUB-3304"
+start_service
 PORT=$(free_port)
 (cd "$WORK" && exec setsid "$BIN" serve --host 127.0.0.1 --port "$PORT" --subscriptions-url "http://127.0.0.1:$SP" \
   --data-dir "$WORK/sqlite" --rate-capacity 1000000) >"$WORK/actiongate.log" 2>&1 &

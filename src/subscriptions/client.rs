@@ -72,8 +72,9 @@ impl Provider for ServiceClient {
 pub struct ServiceClient {
     base: String,
     /// `base`, parsed once: each call's URL is a copy with its path set, where a URL given
-    /// as text was parsed whole again for every call (`None` when `base` does not parse;
-    /// its calls then fail as reqwest finds it).
+    /// as text was parsed whole again for every call. `None` when `base` does not parse or
+    /// has a query or a fragment: its calls then go as text, as before (and one that does
+    /// not parse fails as reqwest finds it).
     parsed: Option<reqwest::Url>,
     token: Option<String>,
     http: PerThread,
