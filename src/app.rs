@@ -436,10 +436,7 @@ fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, StartErro
         .map_err(|e| StartError::Tls(format!("{}: {e}", cert.display())))?;
     let key = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| StartError::Tls(format!("{}: {e}", key.display())))?;
-    rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| StartError::Tls(e.to_string()))
+    actionserver::tls::server_config(certs, key).map_err(|e| StartError::Tls(e.to_string()))
 }
 
 /// `actiongate serve`: runs until SIGTERM/SIGINT, then lets in-flight requests finish.

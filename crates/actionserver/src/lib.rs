@@ -72,6 +72,7 @@ pub use protocol::{
     Tracker, WebhookRequest,
 };
 pub use server::body::decode as decode_body;
+pub use server::tls;
 pub use server::{
     paced_bodies, refuse_over_cap, serve, ActionServer, ApiError, BodyBudget, BodyLimits,
     CorsPolicy, HttpExtras, Pace, PeerLimit, ReadinessCheck, ServerSettings, DEFAULT_BODY_BUDGET,

@@ -47,15 +47,9 @@ fn main() {
         .collect::<Result<Vec<_>, _>>()
         .expect("the certificates");
     let key = PrivateKeyDer::from_pem_file(&args.key).expect("the key file");
-    // As actiongate's `tls_config`: rustls's defaults with the ring provider.
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("the default versions")
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .expect("the certificate and key match");
+    // The settings actiongate serves with (rustls's defaults on ring, AES-128-GCM chosen).
+    let config =
+        actionserver::tls::server_config(certs, key).expect("the certificate and key match");
     let config = Arc::new(config);
     let listener = TcpListener::bind(("127.0.0.1", args.port)).expect("the port is free");
     let workers: Vec<_> = (0..args.threads.max(1))

@@ -32,6 +32,7 @@ pub mod listener;
 pub mod metrics;
 mod middleware;
 mod readiness;
+pub mod tls;
 
 pub use body::{BodyBudget, BodyLimits, DEFAULT_BODY_BUDGET};
 pub use cors::CorsPolicy;
