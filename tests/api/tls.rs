@@ -3,10 +3,11 @@
 
 use crate::common;
 
-use common::spawn_app_with;
+use common::{spawn_app_with, TestApp};
 
-#[tokio::test]
-async fn the_server_speaks_https_with_the_given_certificate() {
+/// The server on HTTPS with a self-signed certificate for `localhost` and 127.0.0.1, made
+/// here; the certificate, for a client to trust.
+async fn https_app() -> (TestApp, rcgen::CertifiedKey<rcgen::KeyPair>) {
     let dir = tempfile::tempdir().unwrap();
     let cert =
         rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
@@ -24,6 +25,12 @@ async fn the_server_speaks_https_with_the_given_certificate() {
         |_| {},
     )
     .await;
+    (app, cert)
+}
+
+#[tokio::test]
+async fn the_server_speaks_https_with_the_given_certificate() {
+    let (app, cert) = https_app().await;
     let https = app.url.replace("http://", "https://");
     let trusting = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
@@ -94,21 +101,7 @@ async fn the_server_chooses_aes_128_gcm_whatever_the_clients_order() {
     use rustls::CipherSuite::*;
     static TLS13: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
     static TLS12: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
-    let dir = tempfile::tempdir().unwrap();
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
-    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
-    let app = spawn_app_with(
-        &[
-            "--ssl-certificate",
-            cert_path.to_str().unwrap(),
-            "--ssl-keyfile",
-            key_path.to_str().unwrap(),
-        ],
-        |_| {},
-    )
-    .await;
+    let (app, cert) = https_app().await;
     let addr = app.url.trim_start_matches("http://").to_owned();
     let cases: Vec<(
         Vec<rustls::CipherSuite>,
