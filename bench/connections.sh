@@ -6,13 +6,15 @@
 # full one (crates/tools/examples/connect_load.rs; wrk resumes TLS sessions), plain and with TLS, the seed's sample (rasa-sdk 3.21.1, bench/seed_actions)
 # beside `actiongate serve`, and the ceiling: with TLS crates/tools/examples/tls_ceiling.rs (a
 # bare rustls server that answers after the handshake) with the same certificate, plain
-# crates/actionserver/examples/ceiling.rs (a bare actix-web server answering a constant). TLS
+# crates/actionserver/examples/ceiling.rs (a bare actix-web server answering a constant); and
+# beside them, with TLS, that bare actix-web server over TLS on actiongate's settings, so
+# what actix-web's TLS path costs is read apart from what actiongate's work does. TLS
 # with an ECDSA P-256 certificate and with RSA-2048, to show what the certificate costs.
 # CPU per call of each server's processes, from /proc.
 #
 # Usage: bench/connections.sh [--duration SECONDS] [--no-build] [--out FILE] [--workers N]
-# --workers N: actiongate (`serve --workers N`) and both ceilings on N threads; by default
-# one per core for actiongate and the plain ceiling, two for the TLS ceiling. The seed's
+# --workers N: actiongate (`serve --workers N`) and the ceilings on N threads; by default
+# one per core for actiongate and the actix-web ceilings, two for the TLS ceiling. The seed's
 # sample serves on one thread either way (rasa-sdk's single process).
 # Needs: python3 (3.11), cargo, wrk, curl, openssl. The venv is bench/real_actions.sh's.
 set -euo pipefail
@@ -88,6 +90,12 @@ start_ceiling() { # CERT
 # The plain ceiling: a bare actix-web server that reads the body and answers a constant
 # (crates/actionserver/examples/ceiling.rs), what a new plain connection costs with nothing
 # behind it.
+start_actix_ceiling() { # CERT: the bare actix-web server over TLS, on actiongate's settings
+  local port
+  port=$(free_port)
+  setsid "$PLAIN_CEILING" "$port" "${WORKERS:-$(nproc)}" "$WORK/$1.pem" "$WORK/$1.key" >"$WORK/actix-$1.log" 2>&1 &
+  PIDS+=($!); PID[actix-$1]=$!; URL[actix-$1]="https://127.0.0.1:$port"
+}
 start_plain_ceiling() {
   local port
   port=$(free_port)
@@ -96,9 +104,11 @@ start_plain_ceiling() {
 }
 TRANSPORTS=(plain ecdsa rsa)
 start_actiongate plain; start_python plain; start_plain_ceiling
-for cert in ecdsa rsa; do start_actiongate "$cert" "$cert"; start_python "$cert" "$cert"; start_ceiling "$cert"; done
+for cert in ecdsa rsa; do
+  start_actiongate "$cert" "$cert"; start_python "$cert" "$cert"; start_ceiling "$cert"; start_actix_ceiling "$cert"
+done
 for key in "${!URL[@]}"; do
-  case "$key" in ceiling-*) sleep 0.5 ;; *) wait_http "${URL[$key]}/health" ;; esac
+  case "$key" in ceiling-*|actix-*) sleep 0.5 ;; *) wait_http "${URL[$key]}/health" ;; esac
 done
 
 RESULTS="$WORK/results.tsv"; : >"$RESULTS"
@@ -126,6 +136,9 @@ for action in select apply; do
       measure_new "$action" "$transport" "$server" "$(body_for "$action-10" "RA-$server-$transport")"
     done
     measure_new "$action" "$transport" ceiling "$(body_for "$action-10" "RA-actiongate-$transport")"
+    if [[ $transport != plain ]]; then
+      measure_new "$action" "$transport" actix "$(body_for "$action-10" "RA-actiongate-$transport")"
+    fi
   done
 done
 # And with keep-alive, actiongate on TLS: the handshake's share, by difference.
@@ -136,28 +149,29 @@ done
 
 mkdir -p "$(dirname "$OUT")"
 if [[ -n "$WORKERS" ]]; then
-  THREADS="actiongate and both ceilings on $WORKERS worker thread(s) (\`--workers $WORKERS\`)"
+  THREADS="actiongate and the ceilings on $WORKERS worker thread(s) (\`--workers $WORKERS\`)"
 else
-  THREADS="actiongate and the plain ceiling on one worker thread per core (the default), the TLS ceiling on two"
+  THREADS="actiongate and the actix-web ceilings on one worker thread per core (the default), the TLS ceiling on two"
 fi
 python3 - "$RESULTS" "$OUT" "$DURATION" "$(openssl version)" "$THREADS" "${WORKERS:+ --workers $WORKERS}" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 by = {(r[0], r[1], r[2]): r for r in rows}
 names = {"plain": "plain HTTP", "ecdsa": "TLS, ECDSA P-256", "rsa": "TLS, RSA-2048"}
-lines = ["| action (10 events) | connection | Python req/s | actiongate req/s | Python CPU µs/call | actiongate CPU µs/call | ceiling CPU µs/call | CPU less than Python by | actiongate ÷ ceiling |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+lines = ["| action (10 events) | connection | Python req/s | actiongate req/s | Python CPU µs/call | actiongate CPU µs/call | ceiling CPU µs/call | CPU less than Python by | actiongate ÷ ceiling | actix-web ceiling CPU µs/call | actiongate ÷ it |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for action, label in (("select", "select"), ("apply", "apply (repeat)")):
     for transport in ("plain", "ecdsa", "rsa"):
         py, ag, ce = (by.get((action, transport, n)) for n in ("python", "actiongate", "ceiling"))
+        # Plain, the ceiling is the bare actix-web server already.
+        ax = ce if transport == "plain" else by.get((action, transport, "actix"))
         if not py or not ag:
             continue
         ratio = float(py[5]) / max(1.0, float(ag[5]))
-        ceiling = ce[5] if ce else "–"
-        over = "%.2f×" % (float(ag[5]) / max(1.0, float(ce[5]))) if ce else "–"
-        lines.append("| %s | new per call, %s | %s | %s | %s | %s | %s | %.1f× | %s |" % (
+        over = lambda c: "%.2f×" % (float(ag[5]) / max(1.0, float(c[5]))) if c else "–"
+        lines.append("| %s | new per call, %s | %s | %s | %s | %s | %s | %.1f× | %s | %s | %s |" % (
             label, names[transport], "{:,}".format(int(py[3])), "{:,}".format(int(ag[3])),
-            py[5], ag[5], ceiling, ratio, over))
+            py[5], ag[5], ce[5] if ce else "–", ratio, over(ce), ax[5] if ax else "–", over(ax)))
 keep = ["", "| actiongate, apply (repeat) on one kept TLS connection | req/s | CPU µs/call |", "|---|---:|---:|"]
 for transport in ("ecdsa", "rsa"):
     r = by.get(("apply-keepalive", transport, "actiongate"))
@@ -172,6 +186,7 @@ text = ("# Calls made the way Rasa makes them: a new connection for each call\n\
         "session; the kept connection: wrk, %s), CPU of each server's processes per call from /proc. "
         "The ceiling: with TLS, `tls_ceiling` (a bare rustls server that answers after the handshake, same certificate); "
         "plain, `ceiling` (a bare actix-web server that reads the body and answers a constant); "
+        "the actix-web ceiling: that same bare actix-web server, over TLS on the TLS rows (actiongate's TLS settings, same certificate, its worker threads as actiongate's); "
         "%s; the seed's sample on one (rasa-sdk's single process).\n\n" % (sys.argv[6], sys.argv[3], sys.argv[4], sys.argv[5])
         + "\n".join(lines) + "\n" + "\n".join(keep) + note + "\n")
 open(sys.argv[2], "w").write(text)

@@ -2,8 +2,11 @@
 //! body fully and answers a constant `{"events":[],"responses":[]}` (application/json).
 //! No JSON parsing, no action: what actix-web itself costs for the same bodies.
 //!
-//! Usage: ceiling [PORT] [WORKERS]  (loopback only; PORT 0 picks a free port, printed on
-//! stdout as `listening on 127.0.0.1:PORT`; WORKERS defaults to the number of cores).
+//! Usage: ceiling [PORT] [WORKERS] [CERT.pem KEY.pem]  (loopback only; PORT 0 picks a free
+//! port, printed on stdout as `listening on 127.0.0.1:PORT`; WORKERS defaults to the number
+//! of cores). With a certificate and its key it serves HTTPS on the settings actiongate
+//! serves with (`actionserver::tls`), answers without Nagle's delay as actiongate does, and
+//! is the ceiling of actix-web's own TLS path (bench/connections.sh).
 
 use std::net::TcpListener;
 
@@ -49,9 +52,20 @@ async fn main() -> std::io::Result<()> {
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |w| w.parse().expect("WORKERS"),
     );
+    let tls = args.next().map(|cert| {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let key = args.next().expect("KEY.pem after CERT.pem");
+        let certs = CertificateDer::pem_file_iter(&cert)
+            .expect("the certificate file")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("the certificates");
+        let key = PrivateKeyDer::from_pem_file(&key).expect("the key file");
+        actionserver::tls::server_config(certs, key).expect("the certificate and key match")
+    });
     let listener = TcpListener::bind(("127.0.0.1", port))?;
     println!("listening on {}", listener.local_addr()?);
-    HttpServer::new(|| {
+    let server = HttpServer::new(|| {
         App::new().route("/webhook", web::post().to(answer)).route(
             "/health",
             web::get().to(|| async {
@@ -62,7 +76,18 @@ async fn main() -> std::io::Result<()> {
         )
     })
     .workers(workers)
-    .listen(listener)?
+    // As actiongate's listener: an answer is not held back behind the session tickets.
+    .on_connect(|io, _| {
+        if let Some(tls) =
+            io.downcast_ref::<actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>>()
+        {
+            let _ = tls.get_ref().0.set_nodelay(true);
+        }
+    });
+    match tls {
+        Some(config) => server.listen_rustls_0_23(listener, config)?,
+        None => server.listen(listener)?,
+    }
     .run()
     .await
 }
