@@ -428,15 +428,7 @@ fn spawn_housekeeping(
 }
 
 fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, StartError> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let certs = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| StartError::Tls(format!("{}: {e}", cert.display())))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StartError::Tls(format!("{}: {e}", cert.display())))?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| StartError::Tls(format!("{}: {e}", key.display())))?;
-    actionserver::tls::server_config(certs, key).map_err(|e| StartError::Tls(e.to_string()))
+    actionserver::tls::from_pem_files(cert, key).map_err(StartError::Tls)
 }
 
 /// `actiongate serve`: runs until SIGTERM/SIGINT, then lets in-flight requests finish.

@@ -53,15 +53,9 @@ async fn main() -> std::io::Result<()> {
         |w| w.parse().expect("WORKERS"),
     );
     let tls = args.next().map(|cert| {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
         let key = args.next().expect("KEY.pem after CERT.pem");
-        let certs = CertificateDer::pem_file_iter(&cert)
-            .expect("the certificate file")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("the certificates");
-        let key = PrivateKeyDer::from_pem_file(&key).expect("the key file");
-        actionserver::tls::server_config(certs, key).expect("the certificate and key match")
+        actionserver::tls::from_pem_files(cert.as_ref(), key.as_ref())
+            .expect("the certificate and its key")
     });
     let listener = TcpListener::bind(("127.0.0.1", port))?;
     println!("listening on {}", listener.local_addr()?);

@@ -16,8 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use clap::Parser;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 #[derive(Parser)]
 struct Args {
@@ -42,14 +40,9 @@ const ANSWER: &[u8] =
 
 fn main() {
     let args = Args::parse();
-    let certs = CertificateDer::pem_file_iter(&args.certificate)
-        .expect("the certificate file")
-        .collect::<Result<Vec<_>, _>>()
-        .expect("the certificates");
-    let key = PrivateKeyDer::from_pem_file(&args.key).expect("the key file");
     // The settings actiongate serves with (rustls's defaults on ring, AES-128-GCM chosen).
-    let config =
-        actionserver::tls::server_config(certs, key).expect("the certificate and key match");
+    let config = actionserver::tls::from_pem_files(&args.certificate, &args.key)
+        .expect("the certificate and its key");
     let config = Arc::new(config);
     let listener = TcpListener::bind(("127.0.0.1", args.port)).expect("the port is free");
     let workers: Vec<_> = (0..args.threads.max(1))
