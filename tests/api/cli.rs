@@ -177,6 +177,35 @@ fn serve_refuses_a_bad_configuration() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("databse_url"));
 }
 
+/// A certificate or key that cannot be read stops `serve` before it listens, naming the
+/// file: a missing certificate, and a key file holding no key.
+#[test]
+fn serve_refuses_a_certificate_or_key_it_cannot_read_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, "not a key\n").unwrap();
+    let missing = dir.path().join("missing.pem");
+    for (certificate, key, named) in [
+        (&missing, &key_path, &missing),
+        (&cert_path, &key_path, &key_path),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_actiongate"))
+            .args(["serve", "--port", "0", "--data-dir"])
+            .arg(dir.path())
+            .arg("--ssl-certificate")
+            .arg(certificate)
+            .arg("--ssl-keyfile")
+            .arg(key)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains(named.to_str().unwrap()), "{stderr}");
+    }
+}
+
 /// A signing secret that is set but empty would trust unsigned account ids: refused, in
 /// the environment and in endpoints.yml (CONTRACT.md section 2).
 #[test]
