@@ -114,6 +114,12 @@ impl GrpcRunning {
 /// store, the reconciler, the audit retention, and the action server.
 pub async fn start(settings: &Settings) -> Result<Started, StartError> {
     crate::telemetry::install_crypto();
+    // The webhook's certificate and key, read before anything starts: a file that cannot
+    // be read stops the server with nothing serving.
+    let webhook_tls = match (&settings.grpc, &settings.tls) {
+        (GrpcMode::Off | GrpcMode::Beside(_), Some((cert, key))) => Some(tls_config(cert, key)?),
+        _ => None,
+    };
     std::fs::create_dir_all(&settings.data_dir)?;
     // Bound first, so the embedded service can deliver its events here from the start.
     let events_listener = match &settings.events {
@@ -249,17 +255,13 @@ pub async fn start(settings: &Settings) -> Result<Started, StartError> {
     let (http, grpc_listener) = match settings.grpc {
         GrpcMode::Only => (None, Some(listener)),
         GrpcMode::Off | GrpcMode::Beside(_) => {
-            let tls = match &settings.tls {
-                Some((cert, key)) => Some(tls_config(cert, key)?),
-                None => None,
-            };
             let second = match settings.grpc {
                 GrpcMode::Beside(grpc_port) => {
                     Some(TcpListener::bind((settings.host.as_str(), grpc_port))?)
                 }
                 _ => None,
             };
-            (Some(actions.http(listener, tls)?), second)
+            (Some(actions.http(listener, webhook_tls)?), second)
         }
     };
     let grpc = match grpc_listener {

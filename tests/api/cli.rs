@@ -177,8 +177,8 @@ fn serve_refuses_a_bad_configuration() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("databse_url"));
 }
 
-/// A certificate or key that cannot be read stops `serve` before it listens, naming the
-/// file: a missing certificate, and a key file holding no key.
+/// A certificate or key that cannot be read stops `serve` before anything starts, naming
+/// the file: a missing certificate, and a key file holding no key.
 #[test]
 fn serve_refuses_a_certificate_or_key_it_cannot_read_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -203,6 +203,10 @@ fn serve_refuses_a_certificate_or_key_it_cannot_read_naming_the_file() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{stderr}");
         assert!(stderr.contains(named.to_str().unwrap()), "{stderr}");
+        // Read before anything starts: no store and no embedded service was opened.
+        for made in ["actiongate.db", "subscriptions.db"] {
+            assert!(!dir.path().join(made).exists(), "{made} was made");
+        }
     }
 }
 
