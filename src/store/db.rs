@@ -358,20 +358,24 @@ impl Db {
                 checkpoints.written();
                 // IMMEDIATE: the write lock is taken at the start, so waiting for another
                 // process is the busy timeout's, never a deadlock found halfway.
-                let tx = rusqlite::Transaction::new_unchecked(
-                    c,
-                    rusqlite::TransactionBehavior::Immediate,
-                )?;
-                for (i, q) in statements.iter().enumerate() {
-                    let mut stmt = tx.prepare_cached(&q.sql)?;
-                    bind(&mut stmt, &q.args)?;
-                    if let Some(stop) = unchanged(i, stmt.raw_execute()? as u64) {
-                        drop(stmt);
-                        tx.rollback()?;
-                        return Ok(Some(stop));
+                run_cached(c, "BEGIN IMMEDIATE")?;
+                let run = || {
+                    for (i, q) in statements.iter().enumerate() {
+                        let mut stmt = c.prepare_cached(&q.sql)?;
+                        bind(&mut stmt, &q.args)?;
+                        if let Some(stop) = unchanged(i, stmt.raw_execute()? as u64) {
+                            return Ok(Some(stop));
+                        }
                     }
+                    run_cached(c, "COMMIT").map(|()| None)
+                };
+                let ran = run();
+                // Anything but a commit (a statement that changed nothing, failed, or a
+                // commit that failed) leaves all of it undone.
+                if !matches!(ran, Ok(None)) && !c.is_autocommit() {
+                    run_cached(c, "ROLLBACK")?;
                 }
-                tx.commit().map(|()| None)
+                ran
             }),
             Self::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
@@ -390,6 +394,12 @@ impl Db {
             }
         }
     }
+}
+
+/// Runs a statement that binds nothing (`BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`) from the
+/// connection's cache: prepared once, not parsed again at every transaction as a batch is.
+fn run_cached(conn: &rusqlite::Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.raw_execute().map(drop)
 }
 
 fn lock(
@@ -640,6 +650,48 @@ mod tests {
                 .unwrap(),
             2
         );
+    }
+
+    /// A commit that fails (here a deferred foreign key, checked only then) leaves nothing,
+    /// and no transaction open: the next one begins and commits as usual.
+    #[tokio::test]
+    async fn a_transaction_whose_commit_fails_leaves_nothing() {
+        let (_dir, db) = sqlite();
+        db.query("PRAGMA foreign_keys = ON")
+            .execute()
+            .await
+            .unwrap();
+        db.query("CREATE TABLE parent (k TEXT PRIMARY KEY)")
+            .execute()
+            .await
+            .unwrap();
+        db.query(
+            "CREATE TABLE child (k TEXT PRIMARY KEY, \
+             parent TEXT REFERENCES parent (k) DEFERRABLE INITIALLY DEFERRED)",
+        )
+        .execute()
+        .await
+        .unwrap();
+        let child = |k: &'static str, parent: &'static str| {
+            db.query("INSERT INTO child (k, parent) VALUES ($1, $2)")
+                .bind(k)
+                .bind(parent)
+        };
+        let parent = |k: &'static str| db.query("INSERT INTO parent (k) VALUES ($1)").bind(k);
+        let failed = db
+            .execute_all(vec![parent("p"), child("c", "nobody")])
+            .await;
+        assert!(failed.is_err(), "the commit finds the missing parent");
+        let count = |table: &'static str| {
+            db.query(format!("SELECT COUNT(*) FROM {table}"))
+                .scalar::<i64>()
+        };
+        assert_eq!(count("parent").await.unwrap(), 0, "rolled back whole");
+        assert_eq!(count("child").await.unwrap(), 0);
+        db.execute_all(vec![parent("p"), child("c", "p")])
+            .await
+            .unwrap();
+        assert_eq!(count("child").await.unwrap(), 1);
     }
 
     /// The first statement that changes no row rolls back those before it and ends the

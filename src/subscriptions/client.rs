@@ -107,6 +107,9 @@ impl ServiceClient {
         let max_in_flight = max_in_flight.max(1);
         let http = PerThread::new(move || {
             reqwest::Client::builder()
+                // A redirect is an answer, not followed: a command goes only where it
+                // was configured to, and a 307 would send it elsewhere body and all.
+                .redirect(reqwest::redirect::Policy::none())
                 .timeout(timeout)
                 .connect_timeout(timeout.min(Duration::from_secs(5)))
                 .pool_idle_timeout(Duration::from_secs(30))

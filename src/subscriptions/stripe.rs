@@ -59,6 +59,8 @@ impl StripeProvider {
     pub fn new(settings: &StripeSettings, store: Store) -> Result<Self, reqwest::Error> {
         crate::telemetry::install_crypto();
         let http = reqwest::Client::builder()
+            // As the service's client: a redirect is an answer, never followed.
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(5)))
             .build()?;

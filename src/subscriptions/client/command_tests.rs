@@ -188,3 +188,41 @@ async fn a_command_that_gets_no_turn_is_never_sent() {
         "{outcomes:?}"
     );
 }
+
+/// A redirect is an answer, never followed: a command redirected elsewhere (here to the
+/// very service it was meant for, which would make it) is not sent there, and is refused
+/// with the redirect's status; a read redirected is not a record. The service's record
+/// afterwards is as it was, and no command under the key reached it.
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_the_command_goes_nowhere_else() {
+    let (_dir, direct) = service(0).await;
+    let (front, seen) = testing::redirecting(direct.base_url().to_owned()).await;
+    let client = ServiceClient::new(&front, Duration::from_secs(5), None).unwrap();
+    let before = direct.get("WS-SUB-3304").await.unwrap().unwrap();
+
+    let outcome = client
+        .send_change(&change(
+            "WS-SUB-3304",
+            "stop_renewal",
+            before.revision,
+            "redirected",
+        ))
+        .await;
+    assert!(
+        matches!(outcome, CommandOutcome::Rejected { status: 307, .. }),
+        "{outcome:?}"
+    );
+    let read = client.get("WS-SUB-3304").await;
+    assert!(
+        matches!(read, Err(ServiceError::Status { status: 307, .. })),
+        "{read:?}"
+    );
+    assert_eq!(seen.received.load(Ordering::SeqCst), 2, "each asked once");
+
+    let after = direct.get("WS-SUB-3304").await.unwrap().unwrap();
+    assert_eq!(after, before, "the record is as it was");
+    assert!(
+        matches!(direct.change_by_key("redirected").await, Ok(KeyState::Void)),
+        "the service never received a command under the key (and now never will)"
+    );
+}

@@ -68,3 +68,38 @@ pub async fn service(
     });
     (url, seen)
 }
+
+/// A real HTTP/1.1 server on loopback that answers every request `307 Temporary
+/// Redirect` to the same path at `target` (a base URL), as a misrouted proxy or a moved
+/// service would: a client that follows it sends the request there, body and all.
+pub async fn redirecting(target: String) -> (String, Arc<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Seen::default());
+    let counts = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let (seen, target) = (counts.clone(), target.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                let mut len = 0;
+                while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf[len..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => len += n,
+                    }
+                }
+                seen.received.fetch_add(1, Ordering::SeqCst);
+                let head = String::from_utf8_lossy(&buf[..len]);
+                let path = head.split(' ').nth(1).unwrap_or("/");
+                let answer = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}{path}\r\n\
+                     content-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (url, seen)
+}

@@ -397,3 +397,26 @@ async fn each_call_to_stripe_has_its_span_with_the_status_answered() {
         ]
     );
 }
+
+/// A redirect is an answer to Stripe's client too, never followed: with every call
+/// redirected to Stripe itself, the read before the write is not a record, nothing is
+/// written, and Stripe receives no request at all.
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_nothing_reaches_stripe() {
+    let before = record(false, 1000);
+    let (url, seen) = stand_in(before.clone(), 200, record(true, 1000)).await;
+    let (front, redirected) = crate::subscriptions::client::testing::redirecting(url).await;
+    let outcome = send(&front, fingerprint(&before)).await;
+    assert!(
+        !matches!(outcome, CommandOutcome::Applied { .. }),
+        "{outcome:?}"
+    );
+    assert!(
+        redirected
+            .received
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1,
+        "the front was asked"
+    );
+    assert!(seen.lock().unwrap().is_empty(), "Stripe received nothing");
+}
