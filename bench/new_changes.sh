@@ -5,9 +5,13 @@
 # (each change selected on one replica and applied on the other); and beside them the
 # path's floor: examples/change_floor.rs, a bare server making the same calls to the
 # service and the same two durable commits (one row each) with no guard, driven by the
-# same load. The SQLite server and the floor run twice: on one worker thread per core (the
+# same load; and the floor again with actiongate's own store (`--store actiongate`: its
+# claims, budget, outcomes and audit entries), so the store's promises are read apart from
+# the guard. The SQLite server and the floor run on one worker thread per core (the
 # default) and on one (`--workers 1`), since on a machine whose cores the load and the
-# service share, a second busy worker costs CPU of its own (preemption, lock hand-offs).
+# service share, a second busy worker costs CPU of its own (preemption, lock hand-offs);
+# and once more on a core of their own (taskset; the service and the load on the others),
+# what they cost when they share no core.
 # Prints changes per second, latencies, each server's CPU per change (both replicas
 # together), the reference service's, the load's and PostgreSQL's (what the machine spends
 # on a change, side by side), and writes the table to bench/results/new-changes.md.
@@ -49,7 +53,7 @@ replica() {
   local flags=()
   [[ -n "${2:-}" ]] && flags=(--database-url "$2")
   [[ $# -gt 2 ]] && flags+=("${@:3}")
-  (cd "$WORK" && exec setsid "$BIN" serve --host 127.0.0.1 --port "$PORT" --subscriptions-url "http://127.0.0.1:$SP" \
+  (cd "$WORK" && exec setsid "${SERVER_PIN[@]}" "$BIN" serve --host 127.0.0.1 --port "$PORT" --subscriptions-url "http://127.0.0.1:$SP" \
     --data-dir "$WORK/$1" --rate-capacity 1000000 "${flags[@]}") >"$WORK/$1.log" 2>&1 &
   PIDS+=($!); PID=$!
   wait_http "http://127.0.0.1:$PORT/health"
@@ -65,11 +69,15 @@ pg_ticks() {
 
 ROWS=()
 FIRST=100000
+# Where the server and the others (the service, the load) may run: anywhere, unless a row
+# pins them apart.
+SERVER_PIN=()
+OTHERS_PIN=()
 # run LABEL SERVERS PIDS: one apply_load run; appends a row.
 run() {
   local p0 p1 line per_s p50 p99 cpu service load count pg
   p0=$(pg_ticks)
-  line=$("$APPLY_LOAD" --server "$2" --service "http://127.0.0.1:$SP" --duration "$DURATION" \
+  line=$("${OTHERS_PIN[@]}" "$APPLY_LOAD" --server "$2" --service "http://127.0.0.1:$SP" --duration "$DURATION" \
     --concurrency 16 --records 40000 --first-record "$FIRST" --cpu-pid "$3" --service-pid "$SERVICE_PID" | grep '^apply_load pair ')
   p1=$(pg_ticks)
   FIRST=$((FIRST + 100000))
@@ -89,7 +97,7 @@ run() {
 # floor NAME [--workers N]: the path's floor on a port of its own; sets PORT and PID.
 floor() {
   PORT=$(free_port)
-  setsid "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/$1" --port "$PORT" "${@:2}" >"$WORK/$1.log" 2>&1 &
+  setsid "${SERVER_PIN[@]}" "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/$1" --port "$PORT" "${@:2}" >"$WORK/$1.log" 2>&1 &
   PIDS+=($!); PID=$!
   wait_http "http://127.0.0.1:$PORT/health"
 }
@@ -98,10 +106,28 @@ run "SQLite, one server" "http://127.0.0.1:$PORT" "$PID"
 floor floor
 run "the path's floor on SQLite (\`change_floor\`: the same calls and commits, no guard)" \
   "http://127.0.0.1:$PORT" "$PID"
+floor floor-store --store actiongate
+run "the path's floor with actiongate's store (\`change_floor --store actiongate\`: the same store calls, commits and audit entries, no guard)" \
+  "http://127.0.0.1:$PORT" "$PID"
 replica sqlite-one-worker "" --workers 1
 run "SQLite, one server on one worker thread (\`--workers 1\`)" "http://127.0.0.1:$PORT" "$PID"
 floor floor-one-worker --workers 1
 run "the path's floor on SQLite, one worker thread" "http://127.0.0.1:$PORT" "$PID"
+# The same two on a core of their own, the service and the load on the others: what the
+# server costs when it does not share its core.
+CPUS=$(nproc)
+if ((CPUS >= 2)); then
+  SERVER_PIN=(taskset -c 0)
+  OTHERS_PIN=(taskset -c "1-$((CPUS - 1))")
+  taskset -a -cp "1-$((CPUS - 1))" "$SERVICE_PID" >/dev/null
+  replica sqlite-pinned
+  run "SQLite, one server on a core of its own (the service and the load on the others)" "http://127.0.0.1:$PORT" "$PID"
+  floor floor-pinned
+  run "the path's floor on a core of its own" "http://127.0.0.1:$PORT" "$PID"
+  taskset -a -cp "0-$((CPUS - 1))" "$SERVICE_PID" >/dev/null
+  SERVER_PIN=()
+  OTHERS_PIN=()
+fi
 replica pg-a "$PG_URL"; A_PORT=$PORT A_PID=$PID
 run "PostgreSQL, one server" "http://127.0.0.1:$A_PORT" "$A_PID"
 replica pg-b "$PG_URL"; B_PORT=$PORT B_PID=$PID
@@ -112,7 +138,7 @@ mkdir -p "$(dirname "$OUT")"
 {
   echo "# A new change each time: SQLite, PostgreSQL, and two replicas of one PostgreSQL store"
   echo
-  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. The floor's row is \`examples/change_floor.rs\`: per change the same three calls to the service (select's read, apply's read, the command with If-Match and an Idempotency-Key) and the same two durable commits on SQLite, one row each (WAL, synchronous NORMAL: the claim committed before the command, the outcome before the answer), each request's JSON checked, and nothing of the guard. Servers on one worker thread per core unless the row says one. Everything, the load included, on this machine's $(nproc) cores."
+  echo "Produced by \`bash bench/new_changes.sh\`: one \`actiongate subscription-service\`, \`apply_load --concurrency 16\` for ${DURATION} s a row (select → question → \"yes\" → apply, a fresh record each time, every apply \`applied\`, the service's record holding exactly one change each), CPU from /proc. The floor's row is \`examples/change_floor.rs\`: per change the same three calls to the service (select's read, apply's read, the command with If-Match and an Idempotency-Key) and the same two durable commits on SQLite, one row each (WAL, synchronous NORMAL: the claim committed before the command, the outcome before the answer), each request's JSON checked, and nothing of the guard. With \`--store actiongate\` the floor keeps actiongate's own store instead (the reads before the claim, the claim and the budget's token in one transaction, the outcome, select's and apply's audit entries): the floor of the store's promises, still without the guard. Servers on one worker thread per core unless the row says one. Everything, the load included, on this machine's $(nproc) cores, shared, except in the rows on a core of their own (\`taskset\`: the server on the first core, the service and the load on the others). With 16 customers each waiting for its answer, the mean time of a change is 16 ÷ changes/s (Little's law), so the latencies follow the throughput."
   echo
   echo "| store | changes/s | p50 ms | p99 ms | server CPU µs per change (actiongate, or the floor) | service CPU µs | load CPU µs | PostgreSQL CPU µs |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"

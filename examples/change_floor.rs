@@ -18,16 +18,28 @@
 //! lock, statements run on the caller's thread), the service is called through reqwest with
 //! one client per worker thread, as `ServiceClient` does.
 //!
-//! Usage: change_floor --service URL --data-dir DIR [--port PORT] [--workers N] (loopback
-//! only; PORT 0 or absent picks a free port, printed on stdout as `listening on
-//! 127.0.0.1:PORT`; `GET /health` answers 200 once it listens; N worker threads, by default
-//! one per core, as `actiongate serve --workers`).
+//! With `--store actiongate` the two commits are actiongate's own store instead
+//! (`actiongate::store::Store` on `DIR/actiongate.db`, its schema and statements): per
+//! change the reads before the claim (the key and the subscription's open operation, a held
+//! change under the key), the claim and the budget's token in one transaction, the outcome,
+//! and two audit entries (select's and apply's, through the batched writer), as actiongate
+//! makes them for a new change. That row is the floor of actiongate's store promises (the
+//! open operation per subscription, the budget, the operations by sender, the audit trail)
+//! with still nothing of the guard.
+//!
+//! Usage: change_floor --service URL --data-dir DIR [--port PORT] [--workers N]
+//! [--store bare|actiongate] (loopback only; PORT 0 or absent picks a free port, printed on
+//! stdout as `listening on 127.0.0.1:PORT`; `GET /health` answers 200 once it listens; N
+//! worker threads, by default one per core, as `actiongate serve --workers`; the store
+//! `bare` by default).
 
 use std::cell::OnceCell;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
+use actiongate::store::{AuditEntry, ClaimToSend, OpState, Operation, Store};
 use actix_web::{web, App, HttpResponse, HttpServer};
+use contract::outcome::{Outcome, Status, Terms};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -58,7 +70,14 @@ struct Slots {
 struct State {
     db: Mutex<rusqlite::Connection>,
     service: String,
+    /// actiongate's store, with `--store actiongate`: then `db` is not written.
+    store: Option<Store>,
 }
+
+/// The budget as the bench runs actiongate (`--rate-capacity 1000000`), refilled at the
+/// default rate (20 an hour).
+const CAPACITY: f64 = 1_000_000.0;
+const PER_SECOND: f64 = 20.0 / 3600.0;
 
 thread_local! {
     static HTTP: OnceCell<reqwest::Client> = const { OnceCell::new() };
@@ -100,7 +119,7 @@ async fn webhook(state: web::Data<State>, body: web::Bytes) -> HttpResponse {
         return refuse("no subscription or change named");
     };
     let result = match request.next_action.as_str() {
-        "select_subscription_change" => select(&state, &subscription).await,
+        "select_subscription_change" => select(&state, &request.sender_id, &subscription).await,
         "apply_subscription_change" => {
             let tag = slots.change_tag.as_deref();
             apply(&state, &request.sender_id, &subscription, &change_type, tag).await
@@ -110,8 +129,20 @@ async fn webhook(state: web::Data<State>, body: web::Bytes) -> HttpResponse {
     result.unwrap_or_else(refuse)
 }
 
-async fn select(state: &State, subscription: &str) -> Result<HttpResponse, String> {
+async fn select(state: &State, sender: &str, subscription: &str) -> Result<HttpResponse, String> {
     let revision = revision(state, subscription).await?;
+    if let Some(store) = &state.store {
+        store
+            .audit(audit_entry(
+                "select_subscription_change",
+                sender,
+                subscription,
+                "selected",
+                None,
+            ))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     Ok(answer(json!([
         slot("change_status", "selected"),
         slot("change_subscription", subscription),
@@ -133,11 +164,15 @@ async fn apply(
         return Ok(answer(json!([slot("change_status", "blocked")])));
     }
     let key = format!("{sender}:{subscription}:{change_type}:r{selected}");
-    state.write(
-        "INSERT INTO operations (request_key, sender_id, subscription, change_type, revision, state) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'sent')",
-        rusqlite::params![key, sender, subscription, change_type, selected],
-    )?;
+    if let Some(store) = &state.store {
+        claim(store, &key, sender, subscription, change_type, selected).await?;
+    } else {
+        state.write(
+            "INSERT INTO operations (request_key, sender_id, subscription, change_type, revision, state) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'sent')",
+            rusqlite::params![key, sender, subscription, change_type, selected],
+        )?;
+    }
     let url = format!("{}/v1/subscriptions/{subscription}/changes", state.service);
     let response = http()
         .post(url)
@@ -150,11 +185,129 @@ async fn apply(
     let made = response.status().as_u16() == 201;
     let outcome: Value = response.json().await.map_err(|e| e.to_string())?;
     let status = if made { "applied" } else { "failed" };
-    state.write(
-        "UPDATE operations SET state = ?2, outcome = ?3 WHERE request_key = ?1",
-        rusqlite::params![key, status, outcome.to_string()],
-    )?;
+    if let Some(store) = &state.store {
+        let (op_state, status) = if made {
+            (OpState::Applied, Status::Applied)
+        } else {
+            (OpState::Failed, Status::Blocked)
+        };
+        let outcome = Outcome {
+            status,
+            reason: None,
+            effects: u8::from(made),
+            current: Some(terms(selected)),
+            why: None,
+        };
+        store
+            .set_state(&key, op_state, Some(&outcome))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut entry = audit_entry(
+            "apply_subscription_change",
+            sender,
+            subscription,
+            outcome.status.as_str(),
+            Some(key),
+        );
+        entry.question_terms = Some(QUESTION.to_owned());
+        store.audit(entry).await.map_err(|e| e.to_string())?;
+    } else {
+        state.write(
+            "UPDATE operations SET state = ?2, outcome = ?3 WHERE request_key = ?1",
+            rusqlite::params![key, status, outcome.to_string()],
+        )?;
+    }
     Ok(answer(json!([slot("change_status", status)])))
+}
+
+/// The account as the bench's customers have it: `load-N` talks for account `load-{N % 50}`.
+fn account(sender: &str) -> String {
+    let n: usize = sender
+        .rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    format!("load-{}", n % 50)
+}
+
+/// The question as the bench's conversation reads it out, for the audit entry.
+const QUESTION: &str = "Stop the renewal of your Style Box subscription (WS-SUB) from 2027-01-01? You keep your boxes until then.";
+
+/// The terms as actiongate keeps them: the same four fields, of the same lengths.
+fn terms(revision: i64) -> Terms {
+    Terms {
+        tag: format!("r{revision}"),
+        label: "Stop renewal of Style Box".into(),
+        effective: "2027-01-01".into(),
+        entitlements: "boxes until 2027-01-01".into(),
+    }
+}
+
+/// An audit entry as actiongate writes one for `sender`'s call of `action`.
+fn audit_entry(
+    action: &str,
+    sender: &str,
+    subscription: &str,
+    status: &str,
+    key: Option<String>,
+) -> AuditEntry {
+    AuditEntry {
+        at: actiongate::store::now_ms(),
+        action: action.into(),
+        sender_id: sender.into(),
+        account: Some(account(sender)),
+        target: Some(format!("{subscription} stop_renewal")),
+        service_terms: Some(terms(0).to_string()),
+        status: status.into(),
+        request_key: key,
+        ..AuditEntry::default()
+    }
+}
+
+/// actiongate's store before the command: the key and the subscription's open operation,
+/// a held change under the key, then the claim and the budget's token in one transaction.
+async fn claim(
+    store: &Store,
+    key: &str,
+    sender: &str,
+    subscription: &str,
+    change_type: &str,
+    revision: i64,
+) -> Result<(), String> {
+    let (mine, open) = store
+        .operation_and_open(key, subscription)
+        .await
+        .map_err(|e| e.to_string())?;
+    if mine.is_some()
+        || open.is_some()
+        || store
+            .approval(key)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some()
+    {
+        return Err("not a new change".into());
+    }
+    let now = actiongate::store::now_ms();
+    let op = Operation {
+        request_key: key.to_owned(),
+        sender_id: sender.to_owned(),
+        account: account(sender),
+        subscription: subscription.to_owned(),
+        change_type: change_type.to_owned(),
+        revision,
+        terms: terms(revision),
+        state: OpState::Claimed,
+        outcome: None,
+        created_at: now,
+        updated_at: now,
+        asked_at: Some(now),
+    };
+    match store.claim_to_send(&op, CAPACITY, PER_SECOND).await {
+        Ok(ClaimToSend::Sending) => Ok(()),
+        Ok(other) => Err(format!("not claimed: {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 impl State {
@@ -187,6 +340,7 @@ fn open(dir: &str) -> rusqlite::Connection {
 
 fn main() -> std::io::Result<()> {
     let (mut service, mut dir, mut port, mut workers) = (None, None, 0u16, 0usize);
+    let mut actiongate_store = false;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args
@@ -197,27 +351,48 @@ fn main() -> std::io::Result<()> {
             "--data-dir" => dir = Some(value),
             "--port" => port = value.parse().expect("--port"),
             "--workers" => workers = value.parse().expect("--workers"),
+            "--store" => {
+                actiongate_store = match value.as_str() {
+                    "actiongate" => true,
+                    "bare" => false,
+                    other => panic!("--store bare|actiongate, not {other}"),
+                }
+            }
             other => panic!("unknown flag {other}"),
         }
     }
     // reqwest is built without a default TLS provider; the service is plain HTTP here, but
     // a client is not built without one.
     actiongate::telemetry::install_crypto();
-    let state = web::Data::from(Arc::new(State {
-        db: Mutex::new(open(&dir.expect("--data-dir"))),
-        service: service.expect("--service"),
-    }));
-    let listener = TcpListener::bind(("127.0.0.1", port))?;
-    println!("listening on {}", listener.local_addr()?);
-    let mut server = HttpServer::new(move || {
-        App::new()
-            .app_data(state.clone())
-            .app_data(web::PayloadConfig::new(1 << 20))
-            .route("/webhook", web::post().to(webhook))
-            .route("/health", web::get().to(HttpResponse::Ok))
-    });
-    if workers > 0 {
-        server = server.workers(workers);
-    }
-    actix_web::rt::System::new().block_on(server.listen(listener)?.run())
+    let dir = dir.expect("--data-dir");
+    let service = service.expect("--service");
+    actix_web::rt::System::new().block_on(async move {
+        // The store's audit writer runs on this thread, as actiongate's does.
+        let store = match actiongate_store {
+            true => Some(
+                Store::connect(&format!("sqlite:{dir}/actiongate.db"))
+                    .await
+                    .expect("actiongate's store opens"),
+            ),
+            false => None,
+        };
+        let state = web::Data::from(Arc::new(State {
+            db: Mutex::new(open(&dir)),
+            service,
+            store,
+        }));
+        let listener = TcpListener::bind(("127.0.0.1", port))?;
+        println!("listening on {}", listener.local_addr()?);
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .app_data(web::PayloadConfig::new(1 << 20))
+                .route("/webhook", web::post().to(webhook))
+                .route("/health", web::get().to(HttpResponse::Ok))
+        });
+        if workers > 0 {
+            server = server.workers(workers);
+        }
+        server.listen(listener)?.run().await
+    })
 }
