@@ -2,7 +2,8 @@
 # Instructions per new change, counted rather than timed: the SQLite row of
 # bench/new_changes.sh (one service, apply_load's select → question → "yes" → apply, a
 # fresh record each time) with actiongate, then the path's floor (examples/change_floor.rs),
-# each on one worker thread under valgrind's callgrind, counting only while the load runs.
+# bare and with actiongate's store (--store actiongate), each on one worker thread under
+# valgrind's callgrind, counting only while the load runs.
 # A count does not move with the machine's other work, as CPU time does (±10–25 % on these
 # shared cores), so a change of a few per cent shows; it leaves out the kernel (sockets,
 # the log's writes) and weighs every instruction alike, so it is read beside
@@ -63,6 +64,9 @@ count actiongate "$BIN" serve --host 127.0.0.1 --subscriptions-url "http://127.0
 AG_IR=$IR AG_COUNT=$COUNT
 count floor "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/floor" --workers 1
 FLOOR_IR=$IR FLOOR_COUNT=$COUNT
+count floor-store "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/floor-store" --workers 1 \
+  --store actiongate
+STORE_IR=$IR STORE_COUNT=$COUNT
 
 PARTS=$(callgrind_annotate --inclusive=yes --threshold=100 "$WORK/actiongate.out" 2>/dev/null |
   python3 "$ROOT/bench/instruction_parts.py" "$AG_COUNT")
@@ -76,6 +80,7 @@ PARTS=$(callgrind_annotate --inclusive=yes --threshold=100 "$WORK/actiongate.out
   echo "|---|---:|---:|"
   echo "| actiongate (SQLite, \`--workers 1\`) | $(thousands "$AG_COUNT") | $(thousands "$AG_IR") |"
   echo "| the path's floor (\`change_floor --workers 1\`: the same calls and commits, no guard) | $(thousands "$FLOOR_COUNT") | $(thousands "$FLOOR_IR") |"
+  echo "| the floor with actiongate's store (\`change_floor --workers 1 --store actiongate\`: its reads, claim, budget, outcome and audit entries, no guard) | $(thousands "$STORE_COUNT") | $(thousands "$STORE_IR") |"
   echo
   echo "Where actiongate's go, per change (inclusive, so a part holds the parts it calls; the two requests of a change together; plain functions only, since callgrind's inclusive count of an async function depends on how its polls nest):"
   echo
