@@ -230,16 +230,18 @@ fn account(sender: &str) -> String {
     format!("load-{}", n % 50)
 }
 
-/// The question as the bench's conversation reads it out, for the audit entry.
-const QUESTION: &str = "Stop the renewal of your Style Box subscription (WS-SUB) from 2027-01-01? You keep your boxes until then.";
+/// A question of the length the bench's conversation reads out, for the audit entry.
+const QUESTION: &str = "To confirm: Stop renewal at the end of the current period for LOAD-000000, \
+     from 2027-02-01T00:00:00Z. January box ships as usual; no charge on 2027-02-01. Shall I go ahead?";
 
-/// The terms as actiongate keeps them: the same four fields, of the same lengths.
+/// The terms as actiongate keeps them for the bench's records
+/// (`testkit::Service::put_stop_renewal_record`).
 fn terms(revision: i64) -> Terms {
     Terms {
         tag: format!("r{revision}"),
-        label: "Stop renewal of Style Box".into(),
-        effective: "2027-01-01".into(),
-        entitlements: "boxes until 2027-01-01".into(),
+        label: "Stop renewal at the end of the current period".into(),
+        effective: "2027-02-01T00:00:00Z".into(),
+        entitlements: "January box ships as usual; no charge on 2027-02-01".into(),
     }
 }
 
