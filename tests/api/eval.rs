@@ -16,11 +16,16 @@ impl Arena for Fresh {
     async fn start(&self, confirm_slot: Option<&str>) -> Result<Running, EvalError> {
         let slot = confirm_slot.map(str::to_owned);
         let app = common::spawn_app_with(&[], |s| s.consent.signals.confirm_slot = slot).await;
+        let store = app.store.clone();
         Ok(Running {
             server: app.url.clone(),
             service: app.service_url.clone(),
             handle: app.handle.clone(),
             keep: Box::new(app),
+            close: Some(Box::pin(async move {
+                store.flush_audit().await;
+                store.close().await;
+            })),
             stripe: None,
         })
     }

@@ -78,12 +78,17 @@ async fn serve(
     let http = started.http.expect("the webhook is served");
     let handle = http.handle();
     tokio::spawn(http);
+    let store = started.store.clone();
     let running = Running {
         server: format!("http://127.0.0.1:{}", started.port),
         service: String::new(),
         handle,
         // The server's background first, then its data directory.
         keep: Box::new((started.background, dir)),
+        close: Some(Box::pin(async move {
+            store.flush_audit().await;
+            store.close().await;
+        })),
         stripe: None,
     };
     Ok((running, started.embedded_port))

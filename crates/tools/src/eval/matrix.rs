@@ -206,6 +206,10 @@ pub struct Running {
     pub handle: actix_web::dev::ServerHandle,
     /// What must live as long as the server (its data directory, say).
     pub keep: Box<dyn std::any::Any>,
+    /// Awaited once the server has stopped and before `keep` is dropped: what must end
+    /// before the server's data goes (its store's audit flushed and its connection closed,
+    /// so nothing of it writes to a directory no longer there).
+    pub close: Option<futures_util::future::BoxFuture<'static, ()>>,
     /// With Stripe as the billing system: the scenario's world there, whose changes are
     /// counted instead of the service's revisions.
     pub stripe: Option<StripeWorld>,
@@ -258,6 +262,9 @@ pub async fn run_scenario(
         naive.stop(false).await;
     }
     running.handle.stop(false).await;
+    if let Some(close) = running.close {
+        close.await;
+    }
     drop(running.keep);
     result
 }
