@@ -14,7 +14,9 @@ BUCKETS = [
     ("audit writer (batched, off the request)", r"write_audit"),
     ("store: SQLite statements and commits", r"^sqlite3_step$|sqlite3_prepare|rusqlite::|actiongate::store::db"),
     ("calls to the service (client, its sockets)", r"ServiceClient|hyper::|reqwest::|hyper_util"),
-    ("reading the request's JSON", r"WebhookRequest.*deserialize|deserialize.*WebhookRequest|RawEvent|Tracker|change_floor::(Request|Slots)"),
+    # The body walked and kept raw (scan, request, tracker), and the events' fields parsed
+    # wherever they are read (the guard parses them lazily).
+    ("reading the request's JSON", r"WebhookRequest.*deserialize|deserialize.*WebhookRequest|RawEvent|Tracker|actionserver::protocol::(scan|request|tracker)::|change_floor::(Request|Slots)"),
     ("writing the answer's JSON", r"serde_json::ser|to_vec|to_string|Serialize"),
     ("the guard and the actions", r"actiongate::(consent|actions|conversation)|actionserver::(action|protocol)"),
     ("inbound HTTP (actix, middleware, its sockets)", r"actix_http::h1|actionserver::server|actix_web|actix_server"),

@@ -5,7 +5,9 @@
 # bench/perf_buckets.py, each with its share of the CPU per change measured in the run;
 # then the same for the path's floor (examples/change_floor.rs, the floor row of
 # bench/new_changes.sh: the same calls and durable writes, no guard), so each part is read
-# beside what it costs with nothing of actiongate around it.
+# beside what it costs with nothing of actiongate around it; and last for the floor with
+# actiongate's store (`--store actiongate`), whose store bucket runs actiongate's own
+# statements.
 #
 # Usage: bench/profile_new_changes.sh [--duration SECONDS] [--no-build]
 # Needs perf (Debian's linux-perf, installed when missing), python3, cargo, curl.
@@ -57,3 +59,12 @@ profile() {
 }
 profile actiongate "$PORT" "$PID" "$WORK/sqlite" 0
 profile floor "$FLOOR_PORT" "$FLOOR_PID" "$WORK/floor" 100000
+
+# The floor with actiongate's own store (change_floor --store actiongate): the same store
+# statements as actiongate's, with nothing of the guard around them.
+STORE_PORT=$(free_port)
+setsid "$FLOOR" --service "http://127.0.0.1:$SP" --data-dir "$WORK/floor-store" --port "$STORE_PORT" \
+  --store actiongate >"$WORK/floor-store.log" 2>&1 &
+PIDS+=($!); STORE_PID=$!
+wait_http "http://127.0.0.1:$STORE_PORT/health"
+profile floor-store "$STORE_PORT" "$STORE_PID" "$WORK/floor-store" 200000
