@@ -133,8 +133,10 @@ impl Store {
         self.postgres
     }
 
-    /// Closes the store's connections: every later use fails (readiness included).
+    /// Closes the store's connections: the audit entries queued so far are committed
+    /// first, then every later use fails (readiness included).
     pub async fn close(&self) {
+        self.flush_audit().await;
         self.db.close().await;
     }
 

@@ -79,6 +79,7 @@ on_both!(
     the_rate_limit_is_shared_by_replicas,
     the_audit_trail_records_every_decision,
     a_burst_of_audit_entries_is_kept_whole_and_in_order,
+    closing_the_store_commits_the_audit_entries_queued_before,
     a_store_the_earlier_migration_runner_made_is_adopted,
     two_replicas_receiving_the_same_events_resolve_each_once,
     two_replicas_approving_one_hold_at_once_send_one_command,
@@ -836,6 +837,35 @@ async fn a_burst_of_audit_entries_is_kept_whole_and_in_order(backend: Backend) {
         let mine: Vec<usize> = seen.iter().copied().filter(|i| i / 500 == w).collect();
         assert_eq!(mine, ((w * 500)..(w * 500 + 500)).collect::<Vec<_>>());
     }
+}
+
+/// Entries queued right before the store is closed (a server stopping, an eval removing
+/// its data) are committed by the close, not lost with the writer's queue: a store opened
+/// on the same database afterwards reads every one.
+async fn closing_the_store_commits_the_audit_entries_queued_before(backend: Backend) {
+    use actiongate::store::AuditEntry;
+    let dir = tempfile::tempdir().unwrap();
+    let url = database_url(backend, dir.path()).await;
+    let store = Store::connect(&url).await.unwrap();
+    for i in 0..40 {
+        store
+            .audit(AuditEntry {
+                at: 2_000 + i,
+                action: format!("closing-{i}"),
+                sender_id: "closing".into(),
+                status: "blocked".into(),
+                ..AuditEntry::default()
+            })
+            .await
+            .unwrap();
+    }
+    store.close().await;
+    let reopened = Store::connect(&url).await.unwrap();
+    let kept = reopened.audit_entries(Some("closing"), None).await.unwrap();
+    assert_eq!(
+        kept.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(),
+        (0..40).map(|i| format!("closing-{i}")).collect::<Vec<_>>()
+    );
 }
 
 async fn the_audit_trail_records_every_decision(backend: Backend) {

@@ -22,10 +22,7 @@ impl Arena for Fresh {
             service: app.service_url.clone(),
             handle: app.handle.clone(),
             keep: Box::new(app),
-            close: Some(Box::pin(async move {
-                store.flush_audit().await;
-                store.close().await;
-            })),
+            close: Some(Box::pin(async move { store.close().await })),
             stripe: None,
         })
     }

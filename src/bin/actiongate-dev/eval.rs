@@ -85,10 +85,7 @@ async fn serve(
         handle,
         // The server's background first, then its data directory.
         keep: Box::new((started.background, dir)),
-        close: Some(Box::pin(async move {
-            store.flush_audit().await;
-            store.close().await;
-        })),
+        close: Some(Box::pin(async move { store.close().await })),
         stripe: None,
     };
     Ok((running, started.embedded_port))

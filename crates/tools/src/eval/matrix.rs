@@ -207,8 +207,8 @@ pub struct Running {
     /// What must live as long as the server (its data directory, say).
     pub keep: Box<dyn std::any::Any>,
     /// Awaited once the server has stopped and before `keep` is dropped: what must end
-    /// before the server's data goes (its store's audit flushed and its connection closed,
-    /// so nothing of it writes to a directory no longer there).
+    /// before the server's data goes (its store closed, its queued audit committed first, so
+    /// nothing of it writes to a directory no longer there).
     pub close: Option<futures_util::future::BoxFuture<'static, ()>>,
     /// With Stripe as the billing system: the scenario's world there, whose changes are
     /// counted instead of the service's revisions.
