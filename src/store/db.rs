@@ -1,6 +1,7 @@
 //! The way every statement reaches the database: SQLite through one connection used on the
 //! caller's own thread, PostgreSQL through sqlx's pool; the values bound and the rows read
-//! back, the same on both; and SQLite's checkpoints, on a thread of their own.
+//! back, the same on both. SQLite's checkpoints run on a thread of their own
+//! ([`subscription_service::checkpoints`]).
 //!
 //! Why SQLite is not reached through sqlx: sqlx runs each SQLite connection on a worker
 //! thread and hands every statement to it and its answer back, about 100 µs of CPU a
@@ -11,12 +12,12 @@
 
 use std::borrow::Cow;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use sqlx::{AnyPool, Column, Row as _};
+use subscription_service::checkpoints::Checkpoints;
 
 use super::StoreError;
 
@@ -183,91 +184,6 @@ pub(super) enum Db {
     Postgres(AnyPool),
 }
 
-/// How often the log's new pages are copied back into the database file, off the
-/// statements' connection.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
-
-/// Pages in the log past which the statements' connection copies them back itself, as
-/// SQLite does by default at 1,000: only if the checkpoint thread falls that far behind.
-const LOG_PAGES_KEPT: i64 = 20_000;
-
-/// The checkpoint thread of a SQLite file: on a connection of its own, every
-/// [`CHECKPOINT_EVERY`] after a write, it copies the write-ahead log's pages back into the
-/// database file (a passive checkpoint: it waits for nobody), so no statement pays for
-/// that copy and its `fsync` while holding the connection every other request waits
-/// for. The thread ends when the store is closed or dropped.
-pub(super) struct Checkpoints {
-    written: Arc<AtomicBool>,
-    stop: Mutex<Option<mpsc::Sender<()>>>,
-}
-
-impl Checkpoints {
-    fn none() -> Self {
-        Self {
-            written: Arc::default(),
-            stop: Mutex::new(None),
-        }
-    }
-
-    fn start(conn: rusqlite::Connection) -> Self {
-        let written = Arc::new(AtomicBool::new(false));
-        let (stop, stopped) = mpsc::channel();
-        let flag = written.clone();
-        let spawned = std::thread::Builder::new()
-            .name("sqlite-checkpoint".into())
-            .spawn(move || {
-                while let Err(mpsc::RecvTimeoutError::Timeout) =
-                    stopped.recv_timeout(CHECKPOINT_EVERY)
-                {
-                    if flag.swap(false, Ordering::Relaxed) && checkpoint(&conn) {
-                        // Pages left behind (a reader on them, another process's
-                        // checkpoint): tried again at the next turn, write or not.
-                        flag.store(true, Ordering::Relaxed);
-                    }
-                }
-            });
-        match spawned {
-            Ok(_) => Self {
-                written,
-                stop: Mutex::new(Some(stop)),
-            },
-            Err(e) => {
-                // The statements' connection still checkpoints at LOG_PAGES_KEPT.
-                tracing::warn!(error = %e, "the SQLite checkpoint thread did not start");
-                Self::none()
-            }
-        }
-    }
-
-    fn written(&self) {
-        self.written.store(true, Ordering::Relaxed);
-    }
-
-    fn stop(&self) {
-        self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
-    }
-}
-
-/// One passive checkpoint: as many of the log's pages as no reader still needs. `true`
-/// when pages were left behind for the next one; a checkpoint that failed is warned of
-/// and tried again after the next write, not at every turn.
-fn checkpoint(conn: &rusqlite::Connection) -> bool {
-    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-        Ok((
-            row.get::<_, i64>(0)?,
-            row.get::<_, i64>(1)?,
-            row.get::<_, i64>(2)?,
-        ))
-    });
-    match done {
-        Ok((busy, in_log, copied)) => busy != 0 || copied < in_log,
-        Err(e) => {
-            tracing::warn!(error = %e, "a SQLite checkpoint failed");
-            false
-        }
-    }
-}
-
 /// A connection to a SQLite file; `query` holds SQLite's URI parameters, if any.
 fn connect(path: &str, query: &str) -> rusqlite::Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
@@ -300,8 +216,7 @@ impl Db {
                 .split('&')
                 .any(|p| p == "mode=ro" || p == "mode=memory");
         let checkpoints = if on_disk {
-            conn.pragma_update(None, "wal_autocheckpoint", LOG_PAGES_KEPT)?;
-            Checkpoints::start(connect(path, query)?)
+            Checkpoints::start(&conn, connect(path, query)?)?
         } else {
             Checkpoints::none()
         };
@@ -354,8 +269,7 @@ impl Db {
     ) -> Result<Option<usize>, StoreError> {
         let unchanged = |i: usize, changed: u64| (stop_when_unchanged && changed == 0).then_some(i);
         match self {
-            Self::Sqlite(conn, checkpoints) => with(conn, |c| {
-                checkpoints.written();
+            Self::Sqlite(conn, checkpoints) => with(conn, checkpoints, |c| {
                 // IMMEDIATE: the write lock is taken at the start, so waiting for another
                 // process is the busy timeout's, never a deadlock found halfway.
                 run_cached(c, "BEGIN IMMEDIATE")?;
@@ -410,13 +324,20 @@ fn lock(
     conn.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Runs `f` on the connection under its lock, then tells the checkpoint thread the log
+/// may have grown (after the commit, so the thread never misses the last one).
 fn with<T>(
     conn: &Mutex<Option<rusqlite::Connection>>,
+    checkpoints: &Checkpoints,
     f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
 ) -> Result<T, StoreError> {
-    let guard = lock(conn);
-    let conn = guard.as_ref().ok_or(StoreError::Closed)?;
-    Ok(f(conn)?)
+    let done = {
+        let guard = lock(conn);
+        let conn = guard.as_ref().ok_or(StoreError::Closed)?;
+        f(conn)
+    };
+    checkpoints.written();
+    Ok(done?)
 }
 
 /// A statement and its values. Its placeholders are `$1`, `$2`, ... (the same one may
@@ -436,8 +357,7 @@ impl Query<'_> {
     /// Runs it; how many rows it changed.
     pub(super) async fn execute(self) -> Result<u64, StoreError> {
         match self.db {
-            Db::Sqlite(conn, checkpoints) => with(conn, |c| {
-                checkpoints.written();
+            Db::Sqlite(conn, checkpoints) => with(conn, checkpoints, |c| {
                 let mut stmt = c.prepare_cached(&self.sql)?;
                 bind(&mut stmt, &self.args)?;
                 Ok(stmt.raw_execute()? as u64)
@@ -452,9 +372,8 @@ impl Query<'_> {
     /// Every row it reads.
     pub(super) async fn fetch_all(self) -> Result<Vec<Row>, StoreError> {
         match self.db {
-            Db::Sqlite(conn, checkpoints) => with(conn, |c| {
-                // A read may be a write too (`RETURNING`).
-                checkpoints.written();
+            // A read may be a write too (`RETURNING`).
+            Db::Sqlite(conn, checkpoints) => with(conn, checkpoints, |c| {
                 let mut stmt = c.prepare_cached(&self.sql)?;
                 bind(&mut stmt, &self.args)?;
                 let columns = stmt.column_count();
@@ -577,6 +496,7 @@ fn from_any(row: &sqlx::any::AnyRow) -> Result<Row, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use subscription_service::checkpoints::LOG_PAGES_KEPT;
 
     fn sqlite() -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().unwrap();

@@ -104,6 +104,42 @@ async fn records_etags_and_the_accounts_own_list() {
     assert!(list.iter().all(|s| s["account"] == "acct-7") && list.len() == 2);
 }
 
+/// A change reaches the database file itself within moments, copied there by the
+/// checkpoint thread (subscription_service::checkpoints): no command's commit pays for
+/// that copy, and SQLite's own, at 1,000 pages of log, would not have come for a long while.
+#[tokio::test]
+async fn a_change_reaches_the_database_file_itself_within_moments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _) = start(dir.path(), None).await;
+    let r = command(
+        &url,
+        "WS-SUB-3304",
+        Some("\"r4\""),
+        Some("k-file"),
+        "stop_renewal",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    // The file copied alone, without its log: what a reader of the file sees of the change.
+    let revision_in_file = || {
+        let copy = dir.path().join("alone.db");
+        let _ = std::fs::remove_file(&copy);
+        std::fs::copy(dir.path().join("subscriptions.db"), &copy).unwrap();
+        let conn = rusqlite::Connection::open(&copy).unwrap();
+        conn.query_row(
+            "SELECT json_extract(body, '$.revision') FROM records WHERE id = 'WS-SUB-3304'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap_or(-1)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while revision_in_file() != 5 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(revision_in_file(), 5, "the change is in the database file");
+}
+
 #[tokio::test]
 async fn commands_need_preconditions_and_are_idempotent() {
     let dir = tempfile::tempdir().unwrap();

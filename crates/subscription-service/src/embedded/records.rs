@@ -14,14 +14,16 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::{ServiceSettings, ServiceStartError};
+use crate::checkpoints::Checkpoints;
 use crate::model::Subscription;
 
 /// Statements kept prepared: every distinct statement of the service.
 const STATEMENTS_KEPT: usize = 32;
 
 /// The service's one connection. One connection serialises every command, which is what
-/// makes If-Match and the idempotency record checks atomic.
-pub(super) struct Db(Mutex<Connection>);
+/// makes If-Match and the idempotency record checks atomic. Its file's checkpoints run on a
+/// thread of their own ([`Checkpoints`]), not inside a command's commit.
+pub(super) struct Db(Mutex<Connection>, Checkpoints);
 
 impl Db {
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -35,7 +37,10 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> rusqlite::Result<T> {
-        f(&self.lock())
+        let done = f(&self.lock());
+        // Some of these write (a key released, the outbox's rows).
+        self.1.written();
+        done
     }
 
     /// Runs `f` in one transaction, committed when it returns `Ok`, rolled back otherwise.
@@ -49,19 +54,24 @@ impl Db {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let value = f(&tx)?;
         tx.commit()?;
+        self.1.written();
         Ok(value)
     }
 }
 
 /// Opens (and seeds, when empty) the service's database.
 pub(super) fn open(settings: &ServiceSettings) -> Result<Db, ServiceStartError> {
-    let conn = Connection::open_with_flags(
-        &settings.database,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(Duration::from_secs(10))?;
+    let connect = || -> rusqlite::Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &settings.database,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        Ok(conn)
+    };
+    let conn = connect()?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // WAL with NORMAL sync: a crash of the process loses nothing committed; only a power
     // loss may lose the last transactions. Enough for the embedded service, and it spares
@@ -83,7 +93,12 @@ pub(super) fn open(settings: &ServiceSettings) -> Result<Db, ServiceStartError> 
     )?;
     conn.execute(super::outbox::SCHEMA, [])?;
     let count: i64 = conn.query_row("SELECT COUNT(*) FROM records", [], |r| r.get(0))?;
-    let db = Db(Mutex::new(conn));
+    let checkpoints = if settings.database.as_os_str() == ":memory:" {
+        Checkpoints::none()
+    } else {
+        Checkpoints::start(&conn, connect()?)?
+    };
+    let db = Db(Mutex::new(conn), checkpoints);
     if count == 0 {
         if let Some(seed) = &settings.seed {
             let records: Vec<Subscription> = serde_json::from_str(seed)?;
