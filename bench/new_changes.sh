@@ -78,7 +78,7 @@ run() {
   local p0 p1 line per_s p50 p99 cpu service load count pg
   p0=$(pg_ticks)
   line=$("${OTHERS_PIN[@]}" "$APPLY_LOAD" --server "$2" --service "http://127.0.0.1:$SP" --duration "$DURATION" \
-    --concurrency 16 --records 40000 --first-record "$FIRST" --cpu-pid "$3" --service-pid "$SERVICE_PID" | grep '^apply_load pair ')
+    --concurrency 16 --records 60000 --first-record "$FIRST" --cpu-pid "$3" --service-pid "$SERVICE_PID" | grep '^apply_load pair ')
   p1=$(pg_ticks)
   FIRST=$((FIRST + 100000))
   log "$1: $line"
