@@ -8,9 +8,9 @@
 //! connection of its own, soon after each write, and the statements' connection only
 //! checkpoints itself past [`LOG_PAGES_KEPT`].
 //!
-//! Soon, and so in small steps: the file's `fsync` holds up the log's own appends (the
-//! file system's journal commits them in order), for longer the more pages were copied.
-//! On the new-change bench (`bench/new_changes.sh`, one worker thread) a change's p99 was
+//! Soon, and so in small steps: a checkpoint slows the writes beside it while it copies
+//! and `fsync`s, and the more pages it has to copy, the longer (measured, not explained:
+//! the file system's flush of the copied pages is the likely cause). On the new-change bench (`bench/new_changes.sh`, one worker thread) a change's p99 was
 //! 13.5–17.4 ms with the service's checkpoints inside its commits, 11.3–13.1 ms with a
 //! checkpoint every 100 ms on a thread, 18–20 ms every second, and 9.1–10.4 ms 20 ms
 //! after a write; 11.7–12.3 ms with the service's at 20 ms and the store's at 100. The
@@ -113,7 +113,7 @@ impl Checkpoints {
         }
     }
 
-    /// Ends the thread (within [`CHECKPOINT_AFTER`] at the latest).
+    /// Ends the thread, as soon as a checkpoint under way is done.
     pub fn stop(&self) {
         self.wake.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
