@@ -31,8 +31,10 @@ pub const LOG_PAGES_KEPT: i64 = 20_000;
 
 /// The checkpoint thread of a SQLite file: [`CHECKPOINT_AFTER`] a write, on a connection
 /// of its own, it copies the write-ahead log's pages back into the database file (a
-/// passive checkpoint: it waits for nobody). With nothing written it sleeps. The thread
-/// ends when this is stopped or dropped.
+/// passive checkpoint: it waits for nobody). With no statement run it sleeps: its callers
+/// (the store, the service) mark every statement, reads too, since a read may write
+/// (`RETURNING`), so a burst of reads costs one checkpoint that finds nothing to copy. The
+/// thread ends when this is stopped or dropped.
 pub struct Checkpoints {
     /// Written since the thread last began a checkpoint.
     written: Arc<AtomicBool>,
@@ -103,7 +105,7 @@ impl Checkpoints {
         }
     }
 
-    /// Something was committed: its pages are copied back soon. Called after the commit.
+    /// A statement ran (after its commit): what it wrote is copied back soon.
     pub fn written(&self) {
         if !self.written.swap(true, Ordering::Relaxed) {
             if let Some(wake) = &*self.wake.lock().unwrap_or_else(|e| e.into_inner()) {
