@@ -48,18 +48,20 @@ need_wrk() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 wait_http() { for _ in $(seq 300); do curl -skf -o /dev/null "$1" && return 0; sleep 0.2; done; log "not ready: $1"; return 1; }
-# The new-change scripts' binaries: actiongate, apply_load and the path's floor, built
-# unless --no-build; BIN, APPLY_LOAD and FLOOR (ACTIONGATE_BIN, APPLY_LOAD_BIN and
-# CHANGE_FLOOR_BIN point them at other builds).
+# The new-change scripts' binaries: actiongate, apply_load, the path's floor and the store alone, built
+# unless --no-build; BIN, APPLY_LOAD, FLOOR and STORE_ALONE (ACTIONGATE_BIN, APPLY_LOAD_BIN,
+# CHANGE_FLOOR_BIN and STORE_ALONE_BIN point them at other builds).
 new_change_bins() {
   if [[ "$BUILD" == 1 ]]; then
     cargo build --release --quiet --bin actiongate
     cargo build --release --quiet -p tools --example apply_load
     cargo build --release --quiet --example change_floor
+    cargo build --release --quiet --example store_alone
   fi
   BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
   APPLY_LOAD="${APPLY_LOAD_BIN:-$ROOT/target/release/examples/apply_load}"
   FLOOR="${CHANGE_FLOOR_BIN:-$ROOT/target/release/examples/change_floor}"
+  STORE_ALONE="${STORE_ALONE_BIN:-$ROOT/target/release/examples/store_alone}"
 }
 # Starts `$BIN subscription-service` on a free port, its data in $WORK/service; sets SP
 # (its port) and SERVICE_PID, and returns once it serves the seeded record.

@@ -7,11 +7,14 @@
 # service and the same two durable commits (one row each) with no guard, driven by the
 # same load; and the floor again with actiongate's own store (`--store actiongate`: its
 # claims, budget, outcomes and audit entries), so the store's promises are read apart from
-# the guard. The SQLite server and the floor run on one worker thread per core (the
+# the guard. The SQLite server and both floors run on one worker thread per core (the
 # default) and on one (`--workers 1`), since on a machine whose cores the load and the
 # service share, a second busy worker costs CPU of its own (preemption, lock hand-offs);
-# and once more on a core of their own (taskset; the service and the load on the others),
-# what they cost when they share no core.
+# and the server and the bare floor once more on a core of their own (taskset; the service
+# and the load on the others), what they cost when they share no core. Last, the store
+# alone (examples/store_alone.rs): a new change's calls of actiongate's store, and the
+# floor's two commits, one change after another with no HTTP around them, their CPU split
+# into user and kernel time.
 # Prints changes per second, latencies, each server's CPU per change (both replicas
 # together), the reference service's, the load's and PostgreSQL's (what the machine spends
 # on a change, side by side), and writes the table to bench/results/new-changes.md.
@@ -113,6 +116,8 @@ replica sqlite-one-worker "" --workers 1
 run "SQLite, one server on one worker thread (\`--workers 1\`)" "http://127.0.0.1:$PORT" "$PID"
 floor floor-one-worker --workers 1
 run "the path's floor on SQLite, one worker thread" "http://127.0.0.1:$PORT" "$PID"
+floor floor-store-one-worker --workers 1 --store actiongate
+run "the path's floor with actiongate's store, one worker thread" "http://127.0.0.1:$PORT" "$PID"
 # The same two on a core of their own, the service and the load on the others: what the
 # server costs when it does not share its core.
 CPUS=$(nproc)
@@ -134,6 +139,15 @@ replica pg-b "$PG_URL"; B_PORT=$PORT B_PID=$PID
 run "PostgreSQL, two replicas (select on one, apply on the other)" \
   "http://127.0.0.1:$A_PORT,http://127.0.0.1:$B_PORT" "$A_PID,$B_PID"
 
+# The store alone: its calls for a new change, one after another on one thread, no HTTP,
+# no service (examples/store_alone.rs); and the floor's two commits the same way.
+STORE_LINES=()
+for store in actiongate bare; do
+  line=$("$STORE_ALONE" --data-dir "$WORK/alone-$store" --store "$store" | grep '^store_alone ')
+  log "$line"
+  STORE_LINES+=("$(python3 -c "import sys, re; f = dict(re.findall(r'(\w+)=([\w.]+)', sys.argv[1])); print('| {} | {:,} | {} | {} | {} | {} |'.format(sys.argv[2], int(f['changes']), f['cpu_us'], f['user_us'], f['kernel_us'], f['checkpoint_us']))" "$line" "$([[ $store == bare ]] && echo "the floor's two commits, one row each" || echo "actiongate's store: the reads, the claim and the budget, the outcome, two audit entries")")")
+done
+
 mkdir -p "$(dirname "$OUT")"
 {
   echo "# A new change each time: SQLite, PostgreSQL, and two replicas of one PostgreSQL store"
@@ -143,6 +157,12 @@ mkdir -p "$(dirname "$OUT")"
   echo "| store | changes/s | p50 ms | p99 ms | server CPU µs per change (actiongate, or the floor) | service CPU µs | load CPU µs | PostgreSQL CPU µs |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${ROWS[@]}"
+  echo
+  echo "The store alone (\`examples/store_alone.rs\`): a new change's calls of the store, one change after another on one thread, with no HTTP, no service and no guard; CPU of the whole process per change from /proc, the kernel's part (SQLite's writes of its log, the checkpoints' \`fsync\`), and the part on the checkpoint thread (the floor's database checkpoints inside its commits, as SQLite does by default):"
+  echo
+  echo "| store | changes | CPU µs per change | user µs | kernel µs | of it, the checkpoint thread µs |"
+  echo "|---|---:|---:|---:|---:|---:|"
+  printf '%s\n' "${STORE_LINES[@]}"
 } >"$OUT"
 cat "$OUT"
 log "table written to $OUT"
