@@ -37,11 +37,16 @@ use std::cell::OnceCell;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-use actiongate::store::{AuditEntry, ClaimToSend, OpState, Operation, Store};
+use actiongate::store::Store;
 use actix_web::{web, App, HttpResponse, HttpServer};
-use contract::outcome::{Outcome, Status, Terms};
 use serde::Deserialize;
 use serde_json::{json, Value};
+
+#[path = "shared/new_change.rs"]
+mod new_change;
+use new_change::{
+    audit_entry, claim, commit_one, open_bare, record_outcome, BARE_CLAIM, BARE_OUTCOME,
+};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -73,11 +78,6 @@ struct State {
     /// actiongate's store, with `--store actiongate`: then `db` is not written.
     store: Option<Store>,
 }
-
-/// The budget as the bench runs actiongate (`--rate-capacity 1000000`), refilled at the
-/// default rate (20 an hour).
-const CAPACITY: f64 = 1_000_000.0;
-const PER_SECOND: f64 = 20.0 / 3600.0;
 
 thread_local! {
     static HTTP: OnceCell<reqwest::Client> = const { OnceCell::new() };
@@ -168,8 +168,7 @@ async fn apply(
         claim(store, &key, sender, subscription, change_type, selected).await?;
     } else {
         state.write(
-            "INSERT INTO operations (request_key, sender_id, subscription, change_type, revision, state) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'sent')",
+            BARE_CLAIM,
             rusqlite::params![key, sender, subscription, change_type, selected],
         )?;
     }
@@ -186,158 +185,22 @@ async fn apply(
     let outcome: Value = response.json().await.map_err(|e| e.to_string())?;
     let status = if made { "applied" } else { "failed" };
     if let Some(store) = &state.store {
-        let (op_state, status) = if made {
-            (OpState::Applied, Status::Applied)
-        } else {
-            (OpState::Failed, Status::Blocked)
-        };
-        let outcome = Outcome {
-            status,
-            reason: None,
-            effects: u8::from(made),
-            current: Some(terms(selected)),
-            why: None,
-        };
-        store
-            .set_state(&key, op_state, Some(&outcome))
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut entry = audit_entry(
-            "apply_subscription_change",
-            sender,
-            subscription,
-            outcome.status.as_str(),
-            Some(key),
-        );
-        entry.question_terms = Some(QUESTION.to_owned());
-        store.audit(entry).await.map_err(|e| e.to_string())?;
+        record_outcome(store, &key, sender, subscription, selected, made).await?;
     } else {
         state.write(
-            "UPDATE operations SET state = ?2, outcome = ?3 WHERE request_key = ?1",
+            BARE_OUTCOME,
             rusqlite::params![key, status, outcome.to_string()],
         )?;
     }
     Ok(answer(json!([slot("change_status", status)])))
 }
 
-/// The account as the bench's customers have it: `load-N` talks for account `load-{N % 50}`.
-fn account(sender: &str) -> String {
-    let n: usize = sender
-        .rsplit('-')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    format!("load-{}", n % 50)
-}
-
-/// A question of the length the bench's conversation reads out, for the audit entry.
-const QUESTION: &str = "To confirm: Stop renewal at the end of the current period for LOAD-000000, \
-     from 2027-02-01T00:00:00Z. January box ships as usual; no charge on 2027-02-01. Shall I go ahead?";
-
-/// The terms as actiongate keeps them for the bench's records
-/// (`testkit::Service::put_stop_renewal_record`).
-fn terms(revision: i64) -> Terms {
-    Terms {
-        tag: format!("r{revision}"),
-        label: "Stop renewal at the end of the current period".into(),
-        effective: "2027-02-01T00:00:00Z".into(),
-        entitlements: "January box ships as usual; no charge on 2027-02-01".into(),
-    }
-}
-
-/// An audit entry as actiongate writes one for `sender`'s call of `action`.
-fn audit_entry(
-    action: &str,
-    sender: &str,
-    subscription: &str,
-    status: &str,
-    key: Option<String>,
-) -> AuditEntry {
-    AuditEntry {
-        at: actiongate::store::now_ms(),
-        action: action.into(),
-        sender_id: sender.into(),
-        account: Some(account(sender)),
-        target: Some(format!("{subscription} stop_renewal")),
-        service_terms: Some(terms(0).to_string()),
-        status: status.into(),
-        request_key: key,
-        ..AuditEntry::default()
-    }
-}
-
-/// actiongate's store before the command: the key and the subscription's open operation,
-/// a held change under the key, then the claim and the budget's token in one transaction.
-async fn claim(
-    store: &Store,
-    key: &str,
-    sender: &str,
-    subscription: &str,
-    change_type: &str,
-    revision: i64,
-) -> Result<(), String> {
-    let (mine, open) = store
-        .operation_and_open(key, subscription)
-        .await
-        .map_err(|e| e.to_string())?;
-    if mine.is_some()
-        || open.is_some()
-        || store
-            .approval(key)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_some()
-    {
-        return Err("not a new change".into());
-    }
-    let now = actiongate::store::now_ms();
-    let op = Operation {
-        request_key: key.to_owned(),
-        sender_id: sender.to_owned(),
-        account: account(sender),
-        subscription: subscription.to_owned(),
-        change_type: change_type.to_owned(),
-        revision,
-        terms: terms(revision),
-        state: OpState::Claimed,
-        outcome: None,
-        created_at: now,
-        updated_at: now,
-        asked_at: Some(now),
-    };
-    match store.claim_to_send(&op, CAPACITY, PER_SECOND).await {
-        Ok(ClaimToSend::Sending) => Ok(()),
-        Ok(other) => Err(format!("not claimed: {other:?}")),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 impl State {
     /// One statement in its own transaction, committed before it returns.
     fn write(&self, sql: &str, params: impl rusqlite::Params) -> Result<(), String> {
         let mut db = self.db.lock().unwrap();
-        let tx = db.transaction().map_err(|e| e.to_string())?;
-        tx.prepare_cached(sql)
-            .and_then(|mut s| s.execute(params))
-            .map_err(|e| e.to_string())?;
-        tx.commit().map_err(|e| e.to_string())
+        commit_one(&mut db, sql, params).map_err(|e| e.to_string())
     }
-}
-
-fn open(dir: &str) -> rusqlite::Connection {
-    std::fs::create_dir_all(dir).expect("the data directory");
-    let conn = rusqlite::Connection::open(format!("{dir}/floor.db")).expect("SQLite opens");
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .expect("WAL");
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .expect("synchronous");
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS operations (request_key TEXT PRIMARY KEY, sender_id TEXT NOT NULL, \
-           subscription TEXT NOT NULL, change_type TEXT NOT NULL, revision INTEGER NOT NULL, \
-           state TEXT NOT NULL, outcome TEXT);",
-    )
-    .expect("the tables");
-    conn
 }
 
 fn main() -> std::io::Result<()> {
@@ -379,7 +242,10 @@ fn main() -> std::io::Result<()> {
             false => None,
         };
         let state = web::Data::from(Arc::new(State {
-            db: Mutex::new(open(&dir)),
+            db: Mutex::new({
+                std::fs::create_dir_all(&dir)?;
+                open_bare(&dir).expect("SQLite opens")
+            }),
             service,
             store,
         }));

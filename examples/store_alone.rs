@@ -12,12 +12,17 @@
 //! as it opens it): the claim's row inserted, then its outcome written, each committed.
 //!
 //! Usage: store_alone --data-dir DIR [--changes N] [--store actiongate|bare]
-//! Prints `store_alone changes=N cpu_us=… user_us=… kernel_us=… checkpoint_us=…`: the
+//! Prints `store_alone store=… changes=N cpu_us=… user_us=… kernel_us=… checkpoint_us=…`: the
 //! process's CPU per change, split into user and kernel time, and the part of it on the
 //! checkpoint thread (`subscription_service::checkpoints`), all from /proc.
 
-use actiongate::store::{now_ms, AuditEntry, ClaimToSend, OpState, Operation, Store};
-use contract::outcome::{Outcome, Status, Terms};
+use actiongate::store::Store;
+
+#[path = "shared/new_change.rs"]
+mod new_change;
+use new_change::{
+    audit_entry, claim, commit_one, open_bare, record_outcome, terms, BARE_CLAIM, BARE_OUTCOME,
+};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -26,150 +31,47 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// tables past their first pages.
 const WARM_UP: usize = 2_000;
 
-/// The budget as the bench runs actiongate (`--rate-capacity 1000000`), refilled at the
-/// default rate (20 an hour).
-const CAPACITY: f64 = 1_000_000.0;
-const PER_SECOND: f64 = 20.0 / 3600.0;
-
-/// The question of the bench's conversation, for apply's audit entry.
-const QUESTION: &str = "To confirm: Stop renewal at the end of the current period for LOAD-000000, \
-     from 2027-02-01T00:00:00Z. January box ships as usual; no charge on 2027-02-01. Shall I go ahead?";
-
-/// The terms as actiongate keeps them for the bench's records.
-fn terms(revision: i64) -> Terms {
-    Terms {
-        tag: format!("r{revision}"),
-        label: "Stop renewal at the end of the current period".into(),
-        effective: "2027-02-01T00:00:00Z".into(),
-        entitlements: "January box ships as usual; no charge on 2027-02-01".into(),
-    }
-}
-
-fn audit_entry(action: &str, sender: &str, subscription: &str, key: Option<&str>) -> AuditEntry {
-    AuditEntry {
-        at: now_ms(),
-        action: action.into(),
-        sender_id: sender.into(),
-        account: Some(account(sender)),
-        target: Some(format!("{subscription} stop_renewal")),
-        question_terms: key.map(|_| QUESTION.to_owned()),
-        service_terms: Some(terms(1).to_string()),
-        status: if key.is_some() { "applied" } else { "selected" }.into(),
-        request_key: key.map(str::to_owned),
-        ..AuditEntry::default()
-    }
-}
-
-/// The account as the bench's customers have it: `load-N` talks for account `load-{N % 50}`.
-fn account(sender: &str) -> String {
-    let n: usize = sender
-        .rsplit('-')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    format!("load-{}", n % 50)
-}
-
-/// One new change's calls of the store, for record `n` and customer `load-{n % 16}`.
-async fn change(store: &Store, n: usize) -> Result<(), String> {
+/// Record `n`'s customer, subscription and request key.
+fn names(n: usize) -> (String, String, String) {
     let sender = format!("load-{}", n % 16);
     let subscription = format!("LOAD-{n:06}");
     let key = format!("{sender}:{subscription}:stop_renewal:r1");
-    let fail = |e: actiongate::store::StoreError| e.to_string();
+    (sender, subscription, key)
+}
+
+/// One new change's calls of actiongate's store, for record `n`.
+async fn change(store: &Store, n: usize) -> Result<(), String> {
+    let (sender, subscription, key) = names(n);
     store
         .audit(audit_entry(
             "select_subscription_change",
             &sender,
             &subscription,
+            "selected",
             None,
         ))
         .await
-        .map_err(fail)?;
-    let (mine, open) = store
-        .operation_and_open(&key, &subscription)
-        .await
-        .map_err(fail)?;
-    if mine.is_some() || open.is_some() || store.approval(&key).await.map_err(fail)?.is_some() {
-        return Err(format!("{key} is not a new change"));
-    }
-    let now = now_ms();
-    let op = Operation {
-        request_key: key.clone(),
-        sender_id: sender.clone(),
-        account: account(&sender),
-        subscription: subscription.clone(),
-        change_type: "stop_renewal".into(),
-        revision: 1,
-        terms: terms(1),
-        state: OpState::Claimed,
-        outcome: None,
-        created_at: now,
-        updated_at: now,
-        asked_at: Some(now),
-    };
-    match store.claim_to_send(&op, CAPACITY, PER_SECOND).await {
-        Ok(ClaimToSend::Sending) => {}
-        Ok(other) => return Err(format!("{key} not claimed: {other:?}")),
-        Err(e) => return Err(e.to_string()),
-    }
-    let outcome = Outcome {
-        status: Status::Applied,
-        reason: None,
-        effects: 1,
-        current: Some(terms(2)),
-        why: None,
-    };
-    store
-        .set_state(&key, OpState::Applied, Some(&outcome))
-        .await
-        .map_err(fail)?;
-    store
-        .audit(audit_entry(
-            "apply_subscription_change",
-            &sender,
-            &subscription,
-            Some(&key),
-        ))
-        .await
-        .map_err(fail)
+        .map_err(|e| e.to_string())?;
+    claim(store, &key, &sender, &subscription, "stop_renewal", 1).await?;
+    record_outcome(store, &key, &sender, &subscription, 1, true).await
 }
 
 /// The floor's two commits for record `n`, as `change_floor` makes them.
 fn bare_change(db: &mut rusqlite::Connection, n: usize) -> Result<(), String> {
-    let sender = format!("load-{}", n % 16);
-    let subscription = format!("LOAD-{n:06}");
-    let key = format!("{sender}:{subscription}:stop_renewal:r1");
-    let outcome = terms(2).to_string();
-    let mut commit = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<()> {
-        let tx = db.transaction()?;
-        tx.prepare_cached(sql)?.execute(params)?;
-        tx.commit()
-    };
-    commit(
-        "INSERT INTO operations (request_key, sender_id, subscription, change_type, revision, state) \
-         VALUES (?1, ?2, ?3, 'stop_renewal', 1, 'sent')",
-        &[&key, &sender, &subscription],
+    let (sender, subscription, key) = names(n);
+    commit_one(
+        db,
+        BARE_CLAIM,
+        rusqlite::params![key, sender, subscription, "stop_renewal", 1],
     )
     .and_then(|()| {
-        commit(
-            "UPDATE operations SET state = 'applied', outcome = ?2 WHERE request_key = ?1",
-            &[&key, &outcome],
+        commit_one(
+            db,
+            BARE_OUTCOME,
+            rusqlite::params![key, "applied", terms(2).to_string()],
         )
     })
     .map_err(|e| e.to_string())
-}
-
-/// `change_floor`'s database: WAL, `synchronous = NORMAL`, its one table.
-fn bare_open(dir: &str) -> rusqlite::Result<rusqlite::Connection> {
-    let conn = rusqlite::Connection::open(format!("{dir}/floor.db"))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS operations (request_key TEXT PRIMARY KEY, sender_id TEXT NOT NULL, \
-           subscription TEXT NOT NULL, change_type TEXT NOT NULL, revision INTEGER NOT NULL, \
-           state TEXT NOT NULL, outcome TEXT);",
-    )?;
-    Ok(conn)
 }
 
 /// CPU seconds so far of this process's threads: (user, kernel, the checkpoint thread's).
@@ -222,7 +124,7 @@ async fn main() -> Result<(), String> {
     let dir = dir.ok_or("usage: store_alone --data-dir DIR [--changes N]")?;
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     if bare {
-        let mut db = bare_open(&dir).map_err(|e| e.to_string())?;
+        let mut db = open_bare(&dir).map_err(|e| e.to_string())?;
         for n in 0..WARM_UP {
             bare_change(&mut db, n)?;
         }
