@@ -142,11 +142,15 @@ run "PostgreSQL, two replicas (select on one, apply on the other)" \
 # The store alone: its calls for a new change, one after another on one thread, no HTTP,
 # no service (examples/store_alone.rs); and the floor's two commits the same way.
 STORE_LINES=()
-for store in actiongate bare; do
-  line=$("$STORE_ALONE" --data-dir "$WORK/alone-$store" --store "$store" | grep '^store_alone ')
+# store_alone STORE LABEL: one run; appends a row.
+store_alone() {
+  local line
+  line=$("$STORE_ALONE" --data-dir "$WORK/alone-$1" --store "$1" | grep '^store_alone ')
   log "$line"
-  STORE_LINES+=("$(python3 -c "import sys, re; f = dict(re.findall(r'(\w+)=([\w.]+)', sys.argv[1])); print('| {} | {:,} | {} | {} | {} | {} |'.format(sys.argv[2], int(f['changes']), f['cpu_us'], f['user_us'], f['kernel_us'], f['checkpoint_us']))" "$line" "$([[ $store == bare ]] && echo "the floor's two commits, one row each" || echo "actiongate's store: the reads, the claim and the budget, the outcome, two audit entries")")")
-done
+  STORE_LINES+=("$(python3 -c "import sys, re; f = dict(re.findall(r'(\w+)=([\w.]+)', sys.argv[1])); print('| {} | {:,} | {} | {} | {} | {} |'.format(sys.argv[2], int(f['changes']), f['cpu_us'], f['user_us'], f['kernel_us'], f['checkpoint_us']))" "$line" "$2")")
+}
+store_alone actiongate "actiongate's store: the reads, the claim and the budget, the outcome, two audit entries"
+store_alone bare "the floor's two commits, one row each"
 
 mkdir -p "$(dirname "$OUT")"
 {

@@ -242,10 +242,7 @@ fn main() -> std::io::Result<()> {
             false => None,
         };
         let state = web::Data::from(Arc::new(State {
-            db: Mutex::new({
-                std::fs::create_dir_all(&dir)?;
-                open_bare(&dir).expect("SQLite opens")
-            }),
+            db: Mutex::new(open_bare(&dir).expect("the floor's database opens")),
             service,
             store,
         }));

@@ -117,12 +117,18 @@ async fn main() -> Result<(), String> {
         match flag.as_str() {
             "--data-dir" => dir = Some(value),
             "--changes" => changes = value.parse().map_err(|e| format!("--changes: {e}"))?,
-            "--store" => bare = value == "bare",
+            "--store" => {
+                bare = match value.as_str() {
+                    "bare" => true,
+                    "actiongate" => false,
+                    other => return Err(format!("--store actiongate|bare, not {other}")),
+                }
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    let dir = dir.ok_or("usage: store_alone --data-dir DIR [--changes N]")?;
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let dir =
+        dir.ok_or("usage: store_alone --data-dir DIR [--changes N] [--store actiongate|bare]")?;
     if bare {
         let mut db = open_bare(&dir).map_err(|e| e.to_string())?;
         for n in 0..WARM_UP {
@@ -135,6 +141,7 @@ async fn main() -> Result<(), String> {
         report("bare", changes, before, cpu());
         return Ok(());
     }
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let store = Store::connect(&format!("sqlite:{dir}/actiongate.db"))
         .await
         .map_err(|e| e.to_string())?;

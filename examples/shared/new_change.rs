@@ -139,9 +139,10 @@ pub async fn record_outcome(
     store.audit(entry).await.map_err(|e| e.to_string())
 }
 
-/// The floor's own database in `dir`, opened as actiongate's store opens SQLite (WAL,
-/// `synchronous = NORMAL`), with its one table.
-pub fn open_bare(dir: &str) -> rusqlite::Result<rusqlite::Connection> {
+/// The floor's own database in `dir` (made when missing), opened as actiongate's store
+/// opens SQLite (WAL, `synchronous = NORMAL`), with its one table.
+pub fn open_bare(dir: &str) -> Result<rusqlite::Connection, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir)?;
     let conn = rusqlite::Connection::open(format!("{dir}/floor.db"))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
