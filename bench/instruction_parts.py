@@ -17,6 +17,8 @@ PARTS = [
      r"actionserver::protocol::request::WebhookRequest::parse \["),
     ("the guard's reading of the tracker (ApplyInputs::from_tracker)",
      r"ApplyInputs::from_tracker \["),
+    ("the events' fields read (RawEvent::fields, through the guard's book)",
+     r"actiongate::conversation::Fieldbook::fields \["),
     ("the customer's identity (session_identity, in select and apply)",
      r"actiongate::conversation::session_identity \["),
     ("the conversation checks: reply words, request key (check_conversation)",

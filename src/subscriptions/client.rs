@@ -110,6 +110,10 @@ impl ServiceClient {
                 // A redirect is an answer, not followed: a command goes only where it
                 // was configured to, and a 307 would send it elsewhere body and all.
                 .redirect(reqwest::redirect::Policy::none())
+                // reqwest's own retries are of HTTP/2's refused streams, and this client
+                // speaks HTTP/1.1; left on, they copy every request (headers, body) in
+                // case. A command is sent again only by the reconciler, with its key.
+                .retry(reqwest::retry::never().max_retries_per_request(0))
                 .timeout(timeout)
                 .connect_timeout(timeout.min(Duration::from_secs(5)))
                 .pool_idle_timeout(Duration::from_secs(30))
