@@ -15,8 +15,8 @@
 //! latest question, the reply, the plain-yes check), the terms' comparison, the templates,
 //! the audit, the budget, the hold rules, metrics, and every refusal path. SQLite is opened
 //! as actiongate's store opens it (WAL, `synchronous = NORMAL`, one connection behind one
-//! lock, statements run on the caller's thread), the service is called through reqwest with
-//! one client per worker thread, as `ServiceClient` does.
+//! lock, statements run on the caller's thread), the service is called through hyper's
+//! pooled client with one client per worker thread, as `ServiceClient` does.
 //!
 //! With `--store actiongate` the two commits are actiongate's own store instead
 //! (`actiongate::store::Store` on `DIR/actiongate.db`, its schema and statements): per
@@ -39,6 +39,10 @@ use std::sync::{Arc, Mutex};
 
 use actiongate::store::Store;
 use actix_web::{web, App, HttpResponse, HttpServer};
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -79,12 +83,36 @@ struct State {
     store: Option<Store>,
 }
 
+type Http = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
+
 thread_local! {
-    static HTTP: OnceCell<reqwest::Client> = const { OnceCell::new() };
+    static HTTP: OnceCell<Http> = const { OnceCell::new() };
 }
 
-fn http() -> reqwest::Client {
-    HTTP.with(|cell| cell.get_or_init(reqwest::Client::new).clone())
+/// This thread's client of the service (plain HTTP here).
+fn http() -> Http {
+    HTTP.with(|cell| {
+        cell.get_or_init(|| {
+            let mut tcp = HttpConnector::new();
+            tcp.set_nodelay(true);
+            hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(tcp)
+        })
+        .clone()
+    })
+}
+
+/// One call to the service: its status and its answer's JSON.
+async fn call(request: http::Request<Full<Bytes>>) -> Result<(u16, Value), String> {
+    let response = http().request(request).await.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let json = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+    Ok((status, json))
 }
 
 fn answer(events: Value) -> HttpResponse {
@@ -102,14 +130,16 @@ fn slot(name: &str, value: impl Into<Value>) -> Value {
 /// The record's revision as the service gives it now.
 async fn revision(state: &State, subscription: &str) -> Result<i64, String> {
     let url = format!("{}/v1/subscriptions/{subscription}", state.service);
-    let response = http().get(url).send().await.map_err(|e| e.to_string())?;
-    let record: Value = response.json().await.map_err(|e| e.to_string())?;
+    let request = http::Request::get(url)
+        .body(Full::default())
+        .map_err(|e| e.to_string())?;
+    let (_, record) = call(request).await?;
     record["revision"]
         .as_i64()
         .ok_or_else(|| "a record without a revision".to_owned())
 }
 
-async fn webhook(state: web::Data<State>, body: web::Bytes) -> HttpResponse {
+async fn webhook(state: web::Data<State>, body: Bytes) -> HttpResponse {
     let request: Request = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => return refuse(e),
@@ -173,16 +203,16 @@ async fn apply(
         )?;
     }
     let url = format!("{}/v1/subscriptions/{subscription}/changes", state.service);
-    let response = http()
-        .post(url)
+    let request = http::Request::post(url)
         .header("if-match", format!("\"r{selected}\""))
         .header("idempotency-key", &key)
-        .json(&json!({"change_type": change_type}))
-        .send()
-        .await
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(
+            json!({"change_type": change_type}).to_string(),
+        )))
         .map_err(|e| e.to_string())?;
-    let made = response.status().as_u16() == 201;
-    let outcome: Value = response.json().await.map_err(|e| e.to_string())?;
+    let (status, outcome) = call(request).await?;
+    let made = status == 201;
     let status = if made { "applied" } else { "failed" };
     if let Some(store) = &state.store {
         record_outcome(store, &key, sender, subscription, selected, made).await?;
@@ -226,9 +256,6 @@ fn main() -> std::io::Result<()> {
             other => panic!("unknown flag {other}"),
         }
     }
-    // reqwest is built without a default TLS provider; the service is plain HTTP here, but
-    // a client is not built without one.
-    actiongate::telemetry::install_crypto();
     let dir = dir.expect("--data-dir");
     let service = service.expect("--service");
     actix_web::rt::System::new().block_on(async move {

@@ -36,6 +36,8 @@ pub enum StartError {
     Service(#[from] embedded::ServiceStartError),
     #[error("the subscription service client could not be built: {0}")]
     Client(#[from] reqwest::Error),
+    #[error("the subscription service client could not be built: {0}")]
+    ServiceClient(#[from] crate::subscriptions::client::BuildError),
     #[error("TLS: {0}")]
     Tls(String),
     #[error("gRPC: {0}")]

@@ -5,9 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::{header, StatusCode};
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::Method;
+use http_body_util::Full;
 use serde::Deserialize;
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::model::{Change, Subscription};
@@ -32,9 +36,9 @@ macro_rules! service_span {
 
 pub(in crate::subscriptions) use service_span;
 
-/// Records the service's answer on the call's span.
-pub(in crate::subscriptions) fn answered(response: &reqwest::Response) {
-    tracing::Span::current().record("http.response.status_code", response.status().as_u16());
+/// Records the service's answer (its status) on the call's span.
+pub(in crate::subscriptions) fn answered(status: u16) {
+    tracing::Span::current().record("http.response.status_code", status);
 }
 
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
@@ -71,12 +75,12 @@ impl Provider for ServiceClient {
 #[derive(Debug, Clone)]
 pub struct ServiceClient {
     base: String,
-    /// `base`, parsed once: each call's URL is a copy with its path set, where a URL given
-    /// as text was parsed whole again for every call. `None` when `base` does not parse or
-    /// has a query or a fragment: its calls then go as text, as before (and one that does
-    /// not parse fails as reqwest finds it).
-    parsed: Option<reqwest::Url>,
-    token: Option<String>,
+    /// What each call's path follows: `base` parsed once and written back (its host in
+    /// ASCII, its path without a trailing slash), or why it cannot be called (it does not
+    /// parse, or has a query or a fragment), which each call then answers.
+    prefix: Result<String, String>,
+    /// `Authorization: Bearer …`, marked sensitive.
+    token: Option<HeaderValue>,
     http: PerThread,
     /// How long a call waits for a turn; the call itself then has as long again.
     timeout: Duration,
@@ -85,13 +89,22 @@ pub struct ServiceClient {
     max_in_flight: usize,
 }
 
+/// Why a client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("the token cannot be sent in a header")]
+    Token,
+}
+
 impl ServiceClient {
     /// A client allowing [`DEFAULT_MAX_IN_FLIGHT`] calls at once.
     pub fn new(
         base_url: &str,
         timeout: Duration,
         token: Option<String>,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, BuildError> {
         Self::with_max_in_flight(base_url, timeout, token, DEFAULT_MAX_IN_FLIGHT)
     }
 
@@ -102,29 +115,22 @@ impl ServiceClient {
         timeout: Duration,
         token: Option<String>,
         max_in_flight: usize,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, BuildError> {
         crate::telemetry::install_crypto();
         let max_in_flight = max_in_flight.max(1);
-        let http = PerThread::new(move || {
-            reqwest::Client::builder()
-                // A redirect is an answer, not followed: a command goes only where it
-                // was configured to, and a 307 would send it elsewhere body and all.
-                .redirect(reqwest::redirect::Policy::none())
-                // reqwest's own retries are of HTTP/2's refused streams, and this client
-                // speaks HTTP/1.1; left on, they copy every request (headers, body) in
-                // case. A command is sent again only by the reconciler, with its key.
-                .retry(reqwest::retry::never().max_retries_per_request(0))
-                .timeout(timeout)
-                .connect_timeout(timeout.min(Duration::from_secs(5)))
-                .pool_idle_timeout(Duration::from_secs(30))
-                .pool_max_idle_per_host(max_in_flight)
-                .build()
-        })?;
+        let http = PerThread::new(move || transport::build(timeout, max_in_flight))?;
+        let token = match token {
+            Some(token) => {
+                let mut value = HeaderValue::try_from(format!("Bearer {token}"))
+                    .map_err(|_| BuildError::Token)?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
         let base = base_url.trim_end_matches('/').to_owned();
         Ok(Self {
-            parsed: reqwest::Url::parse(&base)
-                .ok()
-                .filter(|u| !u.cannot_be_a_base() && u.query().is_none() && u.fragment().is_none()),
+            prefix: prefix(&base),
             base,
             token,
             http,
@@ -149,30 +155,53 @@ impl ServiceClient {
             .map_err(|_| ServiceError::Busy(self.max_in_flight))
     }
 
-    /// A request, to be sent while holding a turn; `path` has no query.
-    fn request(
+    /// Sends a request while holding a turn (`path` has no query; `headers` and `body`
+    /// only for a command), and hands back its answer to be read within the same timeout:
+    /// the connection, the request and the whole answer take at most the timeout together.
+    async fn call(
         &self,
         _turn: &SemaphorePermit<'_>,
-        method: reqwest::Method,
+        method: Method,
         path: &str,
-    ) -> reqwest::RequestBuilder {
-        let http = self.http.get();
-        let mut builder = match &self.parsed {
-            Some(base) => {
-                let mut url = base.clone();
-                url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
-                http.request(method, url)
-            }
-            None => http.request(method, format!("{}{path}", self.base)),
-        };
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Result<transport::Timed, transport::SendError> {
+        let deadline = Instant::now() + self.timeout;
+        let prefix = self
+            .prefix
+            .as_ref()
+            .map_err(|why| transport::SendError::Invalid(why.clone()))?;
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(format!("{prefix}{path}"));
         // The service continues this call's trace, when there is one.
         if let Some(traceparent) = actionserver::current_traceparent() {
-            builder = builder.header("traceparent", traceparent);
+            request = request.header("traceparent", traceparent);
         }
-        match &self.token {
-            Some(token) => builder.bearer_auth(token),
-            None => builder,
+        if let Some(token) = &self.token {
+            request = request.header(header::AUTHORIZATION, token.clone());
         }
+        if body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
+            .body(Full::new(body.map(Bytes::from).unwrap_or_default()))
+            .map_err(|e| transport::SendError::Invalid(e.to_string()))?;
+        transport::send(self.http.get(), request, deadline).await
+    }
+
+    /// A read: its answer, or why there is none.
+    async fn read(&self, path: &str) -> Result<transport::Timed, ServiceError> {
+        let turn = self.turn().await?;
+        let response = self
+            .call(&turn, Method::GET, path, &[], None)
+            .await
+            .map_err(|e| ServiceError::Unreachable(Box::new(e)))?;
+        answered(response.status());
+        Ok(response)
     }
 
     /// The account's subscriptions (the service filters them).
@@ -184,14 +213,7 @@ impl ServiceClient {
         );
         async move {
             let path = format!("/v1/accounts/{}/subscriptions", segment(account));
-            let turn = self.turn().await?;
-            let response = self
-                .request(&turn, reqwest::Method::GET, &path)
-                .send()
-                .await
-                .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
-            answered(&response);
-            read_json(response).await
+            read_json(self.read(&path).await?).await
         }
         .instrument(span)
         .await
@@ -202,14 +224,8 @@ impl ServiceClient {
         let span = service_span!("subscription_service.get", "GET", "/v1/subscriptions/{id}");
         async move {
             let path = format!("/v1/subscriptions/{}", segment(id));
-            let turn = self.turn().await?;
-            let response = self
-                .request(&turn, reqwest::Method::GET, &path)
-                .send()
-                .await
-                .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
-            answered(&response);
-            if response.status() == StatusCode::NOT_FOUND {
+            let response = self.read(&path).await?;
+            if response.status() == 404 {
                 return Ok(None);
             }
             read_json(response).await.map(Some)
@@ -232,17 +248,11 @@ impl ServiceClient {
                 status: Option<String>,
             }
             let path = format!("/v1/changes/{}", segment(request_key));
-            let turn = self.turn().await?;
-            let response = self
-                .request(&turn, reqwest::Method::GET, &path)
-                .send()
-                .await
-                .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
-            answered(&response);
+            let response = self.read(&path).await?;
             match response.status() {
-                StatusCode::OK => read_json(response).await.map(KeyState::Made),
-                StatusCode::ACCEPTED => Ok(KeyState::InFlight),
-                StatusCode::NOT_FOUND => {
+                200 => read_json(response).await.map(KeyState::Made),
+                202 => Ok(KeyState::InFlight),
+                404 => {
                     let body = read_capped(response).await.unwrap_or_default();
                     let fenced = serde_json::from_slice::<Status>(&body)
                         .is_ok_and(|s| s.status.as_deref() == Some("void"));
@@ -279,12 +289,17 @@ impl ServiceClient {
                 Ok(turn) => turn,
                 Err(e) => return CommandOutcome::NotSent(e.to_string()),
             };
+            let if_match = format!("\"r{revision}\"");
+            let body = serde_json::to_vec(&serde_json::json!({"change_type": change_type}))
+                .expect("a JSON object serialises");
             let sent = self
-                .request(&turn, reqwest::Method::POST, &path)
-                .header(header::IF_MATCH, format!("\"r{revision}\""))
-                .header("Idempotency-Key", request_key)
-                .json(&serde_json::json!({"change_type": change_type}))
-                .send()
+                .call(
+                    &turn,
+                    Method::POST,
+                    &path,
+                    &[("if-match", &if_match), ("idempotency-key", request_key)],
+                    Some(body),
+                )
                 .await;
             let CommandAnswer {
                 status,
@@ -339,10 +354,20 @@ pub(in crate::subscriptions) fn segment(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, NOT_UNRESERVED).to_string()
 }
 
+/// What a call's path follows, from the base URL (see [`ServiceClient`]'s `prefix`).
+fn prefix(base: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(base).map_err(|e| format!("the service's URL: {e}"))?;
+    if url.cannot_be_a_base() || url.query().is_some() || url.fragment().is_some() {
+        return Err("the service's URL has a query or a fragment, or takes no path".to_owned());
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
 pub(super) mod answer;
-use answer::{command_answer, error_message, read_capped, read_json, CommandAnswer};
+use answer::{command_answer, error_message, read_capped, read_json, Answer as _, CommandAnswer};
 mod per_thread;
 use per_thread::PerThread;
+mod transport;
 
 /// A real HTTP service for the client's tests, counting what reaches it.
 #[cfg(test)]

@@ -81,7 +81,7 @@ pub(crate) mod sealed {
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     #[error("the subscription service could not be reached: {0}")]
-    Unreachable(#[source] reqwest::Error),
+    Unreachable(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("the subscription service answered {status}: {message}")]
     Status { status: u16, message: String },
     #[error("the subscription service sent an answer that could not be read: {0}")]

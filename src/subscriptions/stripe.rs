@@ -98,8 +98,8 @@ impl StripeProvider {
             .request(reqwest::Method::GET, path)
             .send()
             .await
-            .map_err(|e| ServiceError::Unreachable(e.without_url()))?;
-        answered(&response);
+            .map_err(|e| ServiceError::Unreachable(e.without_url().into()))?;
+        answered(response.status().as_u16());
         let status = response.status();
         let body = read_capped(response)
             .await

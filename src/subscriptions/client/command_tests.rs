@@ -1,7 +1,7 @@
 //! The client's mapping of every answer of a real (embedded) service to a command
 //! outcome.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
 use crate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
@@ -224,5 +224,133 @@ async fn a_redirect_is_not_followed_and_the_command_goes_nowhere_else() {
     assert!(
         matches!(direct.change_by_key("redirected").await, Ok(KeyState::Void)),
         "the service never received a command under the key (and now never will)"
+    );
+}
+
+/// A service over TLS on loopback, its certificate self-signed for 127.0.0.1: it takes
+/// `connections` connections one after another, counts the handshakes begun and the
+/// requests read, and answers each request with `answer` (a record) when given. Returns
+/// its URL, its certificate (PEM), and the counts.
+fn tls_service(
+    connections: usize,
+    answer: Option<String>,
+) -> (String, String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    use std::io::{Read as _, Write as _};
+    crate::telemetry::install_crypto();
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+    let config = Arc::new(
+        rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert.der().clone()], key)
+            .unwrap(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let (handshakes, requests) = (Arc::<AtomicUsize>::default(), Arc::<AtomicUsize>::default());
+    let (h, r) = (handshakes.clone(), requests.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut tls = rustls::StreamOwned::new(connection, stream.unwrap());
+            h.fetch_add(1, Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                    _ => break,
+                }
+            }
+            if head.is_empty() {
+                continue;
+            }
+            r.fetch_add(1, Ordering::SeqCst);
+            if let Some(body) = &answer {
+                let _ = write!(
+                    tls,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tls.flush();
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            }
+        }
+    });
+    (url, cert.cert.pem(), handshakes, requests)
+}
+
+/// A service over TLS is held to the platform's roots: one whose certificate they do not
+/// vouch for (here a self-signed one) fails the handshake, so a read is unreachable, a
+/// command is reported not sent, and no request reaches the server.
+#[tokio::test]
+async fn a_service_whose_certificate_is_not_trusted_gets_no_request() {
+    let (url, _, handshakes, requests) = tls_service(2, None);
+    let client = ServiceClient::new(&url, Duration::from_secs(5), None).unwrap();
+    let read = client.get("WS-SUB-3304").await;
+    assert!(
+        matches!(&read, Err(ServiceError::Unreachable(e)) if e.to_string().contains("certificate")),
+        "{read:?}"
+    );
+    let command = client
+        .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k1"))
+        .await;
+    assert!(matches!(command, CommandOutcome::NotSent(_)), "{command:?}");
+    assert_eq!(
+        handshakes.load(Ordering::SeqCst),
+        2,
+        "both calls tried the handshake"
+    );
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        0,
+        "no request reached the server"
+    );
+}
+
+/// A service over TLS whose certificate the platform trusts is called as over plain HTTP.
+/// The platform's roots on Linux are the system's, and `SSL_CERT_FILE` names more (as for
+/// OpenSSL's clients); the environment is the whole process's, so the call is made in a
+/// run of this test binary of its own ([`the_record_is_read_over_tls`]).
+#[test]
+fn a_service_over_tls_is_called_when_the_platform_trusts_its_certificate() {
+    let record = serde_json::from_str::<Vec<serde_json::Value>>(DEMO_DATA).unwrap()[0].to_string();
+    let (url, pem, handshakes, requests) = tls_service(1, Some(record));
+    let dir = tempfile::tempdir().unwrap();
+    let roots = dir.path().join("service.pem");
+    std::fs::write(&roots, pem).unwrap();
+    let run = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "subscriptions::client::command_tests::the_record_is_read_over_tls",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("SSL_CERT_FILE", &roots)
+        .env("ACTIONGATE_TEST_TLS_SERVICE", &url)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && said.contains("1 passed"),
+        "{said}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(handshakes.load(Ordering::SeqCst), 1);
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+}
+
+/// The call of [`a_service_over_tls_is_called_when_the_platform_trusts_its_certificate`],
+/// run by it (ignored otherwise: it needs the service it starts).
+#[tokio::test]
+#[ignore = "run by a_service_over_tls_is_called_when_the_platform_trusts_its_certificate"]
+async fn the_record_is_read_over_tls() {
+    let url = std::env::var("ACTIONGATE_TEST_TLS_SERVICE").unwrap();
+    let client = ServiceClient::new(&url, Duration::from_secs(5), None).unwrap();
+    let read = client.get("WS-SUB-3304").await;
+    assert!(
+        matches!(&read, Ok(Some(record)) if record.revision > 0),
+        "{read:?}"
     );
 }

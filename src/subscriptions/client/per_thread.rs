@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use super::transport::Http;
+
 /// An HTTP client for each thread that calls. The server's workers each run their own
 /// runtime, and a connection's task runs on the runtime that opened it: with one client for
 /// all, a call from one worker over a connection another opened is handed to that other
@@ -11,22 +13,22 @@ use std::sync::Arc;
 /// built alike; a thread's is dropped once every clone of its [`PerThread`] is.
 #[derive(Clone)]
 pub(crate) struct PerThread {
-    build: Arc<dyn Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync>,
+    build: Arc<dyn Fn() -> Result<Http, rustls::Error> + Send + Sync>,
     /// The client for a thread whose own could not be built (it was, once, with the same
     /// settings), and the mark of this family of clients.
-    pub(super) shared: Arc<reqwest::Client>,
+    pub(super) shared: Arc<Http>,
 }
 
 thread_local! {
     /// This thread's clients, each beside its family's mark (gone once the family is).
-    pub(super) static CLIENTS: std::cell::RefCell<Vec<(std::sync::Weak<reqwest::Client>, reqwest::Client)>> =
+    pub(super) static CLIENTS: std::cell::RefCell<Vec<(std::sync::Weak<Http>, Http)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl PerThread {
     pub(crate) fn new(
-        build: impl Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync + 'static,
-    ) -> Result<Self, reqwest::Error> {
+        build: impl Fn() -> Result<Http, rustls::Error> + Send + Sync + 'static,
+    ) -> Result<Self, rustls::Error> {
         let shared = Arc::new(build()?);
         Ok(Self {
             build: Arc::new(build),
@@ -35,7 +37,7 @@ impl PerThread {
     }
 
     /// The calling thread's client (a clone shares its connections).
-    pub(crate) fn get(&self) -> reqwest::Client {
+    pub(crate) fn get(&self) -> Http {
         CLIENTS.with(|clients| {
             let mut clients = clients.borrow_mut();
             if let Some((_, client)) = clients

@@ -63,7 +63,7 @@ fn each_thread_has_its_own_client_and_a_dropped_family_is_forgotten() {
     let counter = built.clone();
     let family = PerThread::new(move || {
         counter.fetch_add(1, Ordering::SeqCst);
-        reqwest::Client::builder().build()
+        transport::build(Duration::from_secs(5), 1)
     })
     .unwrap();
     assert_eq!(
@@ -91,7 +91,7 @@ fn each_thread_has_its_own_client_and_a_dropped_family_is_forgotten() {
         "another thread builds its own"
     );
     drop(family);
-    let next = PerThread::new(|| reqwest::Client::builder().build()).unwrap();
+    let next = PerThread::new(|| transport::build(Duration::from_secs(5), 1)).unwrap();
     next.get();
     CLIENTS.with(|clients| {
         let clients = clients.borrow();
