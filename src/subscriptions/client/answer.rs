@@ -1,5 +1,6 @@
-//! The service's answers read: capped at [`MAX_ANSWER_BYTES`], JSON or the service's
-//! error body, and a command's answer taken apart the same way for every provider.
+//! The service's answers read, whichever client brought them ([`Answer`]): capped at
+//! [`MAX_ANSWER_BYTES`], JSON or the service's error body, and a command's answer taken
+//! apart the same way for every provider.
 
 use std::future::Future;
 
