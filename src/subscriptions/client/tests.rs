@@ -145,6 +145,27 @@ async fn a_call_goes_to_the_route_under_the_base_urls_path() {
     }
 }
 
+/// A base URL a path cannot follow (a query, a fragment) or that does not parse: every
+/// read says why it cannot be made, and nothing reaches the service.
+#[tokio::test]
+async fn a_base_url_a_path_cannot_follow_sends_nothing() {
+    crate::telemetry::install_crypto();
+    let (url, seen) = service(Duration::ZERO, "200 OK", "[]", None).await;
+    for base in [
+        format!("{url}/?tenant=a"),
+        format!("{url}/#top"),
+        "not a url".to_owned(),
+    ] {
+        let client = ServiceClient::new(&base, Duration::from_secs(5), None).unwrap();
+        let read = client.list("acct-7").await;
+        assert!(
+            matches!(&read, Err(ServiceError::Unreachable(e)) if e.to_string().contains("the service's URL")),
+            "{base}: {read:?}"
+        );
+    }
+    assert_eq!(seen.received.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn calls_beyond_the_bound_wait_for_a_turn_and_all_complete() {
     let (url, seen) = service(Duration::from_millis(100), "200 OK", "[]", None).await;
