@@ -8,11 +8,12 @@ use std::path::Path;
 
 fn main() {
     println!("cargo:rerun-if-changed=migrations");
+    // Read when the script runs, not baked in when it is compiled: two checkouts sharing
+    // one target directory share this script's binary, and each must list its own files.
+    let root = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let mut out = String::new();
     for dialect in ["sqlite", "postgres"] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("migrations")
-            .join(dialect);
+        let dir = Path::new(&root).join("migrations").join(dialect);
         let mut files: Vec<_> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
             .map(|entry| entry.unwrap().path())

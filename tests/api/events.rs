@@ -17,6 +17,12 @@ use actiongate::store::OpState;
 use actiongate::subscriptions::events::{sign, SIGNATURE_HEADER};
 
 const SECRET: &str = "events-secret-for-tests";
+/// How long the server waits for the service here, and how long these services hold a
+/// command before they make it: the reads before it must answer in time even with the
+/// whole suite loading the machine (at 0.5 s they did not always), and the command must
+/// not, so its outcome is unknown.
+const TIMEOUT_S: &str = "2";
+const COMMAND_DELAY_MS: &str = "5000";
 
 /// `actiongate subscription-service` as its own process, killed when dropped.
 struct ServiceProcess {
@@ -141,11 +147,11 @@ async fn unknown_outcome(app: &TestApp, sender: &str) -> (Value, String) {
 #[tokio::test]
 async fn an_unknown_outcome_is_resolved_by_its_event_not_the_reconciler() {
     let port = free_port();
-    let app = app_for(port, &["--subscriptions-timeout", "0.5"]).await;
+    let app = app_for(port, &["--subscriptions-timeout", TIMEOUT_S]).await;
     let service = service_process(
         port,
         Some(&app.events_url()),
-        &["--command-delay-ms", "1500"],
+        &["--command-delay-ms", COMMAND_DELAY_MS],
     )
     .await;
     let (request, key) = unknown_outcome(&app, "resolved-by-event").await;
@@ -153,7 +159,7 @@ async fn an_unknown_outcome_is_resolved_by_its_event_not_the_reconciler() {
     // The change lands at the service; then its event resolves the operation.
     until!(
         "the change at the service",
-        Duration::from_secs(10),
+        Duration::from_secs(20),
         records.revision("WS-SUB-3304").await == 5
     );
     // Resolved by the event: its verdict says so, and nothing else could have (the
@@ -176,17 +182,22 @@ async fn an_unknown_outcome_is_resolved_by_its_event_not_the_reconciler() {
 #[tokio::test]
 async fn each_event_delivered_three_times_is_acted_on_once() {
     let port = free_port();
-    let app = app_for(port, &["--subscriptions-timeout", "0.5"]).await;
+    let app = app_for(port, &["--subscriptions-timeout", TIMEOUT_S]).await;
     let service = service_process(
         port,
         Some(&app.events_url()),
-        &["--command-delay-ms", "1500", "--events-copies", "3"],
+        &[
+            "--command-delay-ms",
+            COMMAND_DELAY_MS,
+            "--events-copies",
+            "3",
+        ],
     )
     .await;
     let (request, key) = unknown_outcome(&app, "three-times").await;
     until!(
         "the three deliveries",
-        Duration::from_secs(10),
+        Duration::from_secs(20),
         counted(&app, "received").await == 3
     );
     assert_eq!(counted(&app, "resolved").await, 1);
@@ -323,14 +334,14 @@ fn now() -> i64 {
 #[tokio::test]
 async fn forged_replayed_and_altered_deliveries_are_refused_and_nothing_is_recorded() {
     let port = free_port();
-    let app = app_for(port, &["--subscriptions-timeout", "0.5"]).await;
+    let app = app_for(port, &["--subscriptions-timeout", TIMEOUT_S]).await;
     // This service delivers nothing: the test is the only sender.
-    let service = service_process(port, None, &["--command-delay-ms", "1500"]).await;
+    let service = service_process(port, None, &["--command-delay-ms", COMMAND_DELAY_MS]).await;
     let (_, key) = unknown_outcome(&app, "forged").await;
     let records = Service::new(&service.url);
     until!(
         "the change at the service",
-        Duration::from_secs(10),
+        Duration::from_secs(20),
         records.revision("WS-SUB-3304").await == 5
     );
     let record = records.record("WS-SUB-3304").await;
@@ -411,8 +422,8 @@ async fn forged_replayed_and_altered_deliveries_are_refused_and_nothing_is_recor
 #[tokio::test]
 async fn an_event_naming_another_accounts_subscription_is_a_mismatch_and_changes_nothing() {
     let port = free_port();
-    let app = app_for(port, &["--subscriptions-timeout", "0.5"]).await;
-    let service = service_process(port, None, &["--command-delay-ms", "1500"]).await;
+    let app = app_for(port, &["--subscriptions-timeout", TIMEOUT_S]).await;
+    let service = service_process(port, None, &["--command-delay-ms", COMMAND_DELAY_MS]).await;
     let (_, key) = unknown_outcome(&app, "mismatch").await;
     let records = Service::new(&service.url);
     let other = records.record("WS-SUB-4410").await;
@@ -524,7 +535,7 @@ async fn an_event_naming_another_accounts_subscription_is_a_mismatch_and_changes
 #[tokio::test]
 async fn a_record_moved_by_an_event_names_the_change_when_the_service_is_away() {
     let port = free_port();
-    let app = app_for(port, &["--subscriptions-timeout", "0.5"]).await;
+    let app = app_for(port, &["--subscriptions-timeout", TIMEOUT_S]).await;
     let service = service_process(port, Some(&app.events_url()), &[]).await;
     let (_, request) = confirmed(&app, "moved-then-away").await;
     let records = Service::new(&service.url);
