@@ -10,6 +10,9 @@ fn main() {
     println!("cargo:rerun-if-changed=migrations");
     // Read when the script runs, not baked in when it is compiled: two checkouts sharing
     // one target directory share this script's binary, and each must list its own files.
+    // They share its output too (cargo keeps it while this checkout's `migrations` is older
+    // than the last run, whichever checkout made it), so the tables name no directory: each
+    // `include_str!` takes the one of the library being compiled.
     let root = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let mut out = String::new();
     for dialect in ["sqlite", "postgres"] {
@@ -33,11 +36,11 @@ fn main() {
             let version: i64 = version
                 .parse()
                 .unwrap_or_else(|_| panic!("{}: not NNNN_name.sql", path.display()));
+            let file = path.file_name().unwrap().to_str().unwrap();
             let _ = writeln!(
                 out,
-                "    ({version}, {:?}, include_str!({:?})),",
+                "    ({version}, {:?}, include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/migrations/{dialect}/{file}\"))),",
                 name.replace('_', " "),
-                path.display().to_string()
             );
         }
         out.push_str("];\n");

@@ -41,18 +41,8 @@ PLAIN_CEILING="$ROOT/target/release/examples/ceiling"
 LOAD="$ROOT/target/release/examples/connect_load"
 python3 bench/make_bodies.py "$WORK" --sizes 10 --real >/dev/null
 
-# The certificates: a CA of the bench's own, and a leaf for 127.0.0.1 signed by it, one
-# ECDSA P-256 and one RSA-2048 (the load trusts the CA, and checks the leaf, as a client
-# with verification on does).
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=actiongate-bench-ca \
-  -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$WORK/leaf.ext"
-leaf() { # NAME OPENSSL_KEY_ARGS...
-  local name="$1"; shift
-  openssl req -newkey "$@" -nodes -subj /CN=127.0.0.1 -keyout "$WORK/$name.key" -out "$WORK/$name.csr" 2>/dev/null
-  openssl x509 -req -in "$WORK/$name.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -days 2 \
-    -extfile "$WORK/leaf.ext" -out "$WORK/$name.pem" 2>/dev/null
-}
+# A leaf of each kind, to show what the certificate costs.
+bench_ca
 leaf ecdsa ec -pkeyopt ec_paramgen_curve:P-256
 leaf rsa rsa:2048
 

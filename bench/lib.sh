@@ -1,5 +1,5 @@
 # Shared by the bench scripts (sourced, not run): their common flags and work directory,
-# the seed sample's venv, the new-change scripts' binaries and service, ports, readiness,
+# the seed sample's venv, the TLS certificates, the new-change scripts' binaries and service, ports, readiness,
 # CPU and memory of a server's process group, and the records and bodies each server
 # changes. Expects ROOT set.
 
@@ -44,6 +44,20 @@ seed_venv() {
 }
 need_wrk() {
   command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }
+}
+# The bench's TLS certificates, in $WORK: a CA of its own (ca.pem), and with `leaf NAME
+# OPENSSL_KEY_ARGS...` a leaf for 127.0.0.1 signed by it (NAME.pem, NAME.key), so a load
+# that trusts the CA checks the chain as a client with verification on does.
+bench_ca() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=actiongate-bench-ca \
+    -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$WORK/leaf.ext"
+}
+leaf() { # NAME OPENSSL_KEY_ARGS...
+  local name="$1"; shift
+  openssl req -newkey "$@" -nodes -subj /CN=127.0.0.1 -keyout "$WORK/$name.key" -out "$WORK/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$WORK/$name.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -days 2 \
+    -extfile "$WORK/leaf.ext" -out "$WORK/$name.pem" 2>/dev/null
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }

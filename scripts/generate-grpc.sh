@@ -4,5 +4,5 @@
 # The output is checked in: run this after changing the .proto, then cargo fmt.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-cargo run --quiet --release --manifest-path crates/actionserver/proto/generate/Cargo.toml
+cargo run --quiet --manifest-path crates/actionserver/proto/generate/Cargo.toml
 cargo fmt --all

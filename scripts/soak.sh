@@ -5,8 +5,10 @@
 # second and 10% never.
 #
 #   bash scripts/soak.sh [--duration SECS] [--rate PER_SEC]    (default 120 s at 200/s)
+#   SOAK_PROFILE=release bash scripts/soak.sh                   (the build that ships)
 #
-# Builds in release mode, starts the subscription service (with its injected faults) and
+# Builds with the `soak` profile (Cargo.toml: the release profile, quicker to build) unless
+# SOAK_PROFILE names another, starts the subscription service (with its injected faults) and
 # actiongate on loopback, runs crates/tools/examples/soak.rs, stops both. Passes when nothing fails
 # unexpectedly, no change is doubled, and the server's RSS stays flat; then, from both
 # databases, every change the service made is resolved as applied in actiongate's store (by
@@ -23,7 +25,9 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--duration SECS] [--rate PER_SEC]" >&2; exit 2 ;;
   esac
 done
-cargo build --release --quiet --bin actiongate --example soak
+PROFILE="${SOAK_PROFILE:-soak}"
+cargo build --profile "$PROFILE" --quiet --bin actiongate --example soak
+BIN_DIR="${CARGO_TARGET_DIR:-target}/$PROFILE"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/actiongate-soak.XXXXXX")
 PIDS=()
 cleanup() {
@@ -37,13 +41,13 @@ SERVICE_PORT=$(free_port)
 SERVER_PORT=$(free_port)
 EVENTS_PORT=$(free_port)
 export ACTIONGATE_EVENTS_SECRET="soak-$RANDOM-$RANDOM"
-target/release/actiongate subscription-service --port "$SERVICE_PORT" --data-dir "$WORK/service" \
+"$BIN_DIR/actiongate" subscription-service --port "$SERVICE_PORT" --data-dir "$WORK/service" \
   --fault-slow-percent 5 --fault-slow-ms 2500 --fault-fail-percent 2 \
   --events-url "http://127.0.0.1:$EVENTS_PORT/v1/service-events" --events-copies 2 --events-reorder \
   --events-delay-percent 10 --events-delay-ms 500 --events-drop-percent 10 \
   --quiet 2>"$WORK/service.log" &
 PIDS+=($!)
-target/release/actiongate serve --host 127.0.0.1 --port "$SERVER_PORT" --endpoints /dev/null \
+"$BIN_DIR/actiongate" serve --host 127.0.0.1 --port "$SERVER_PORT" --endpoints /dev/null \
   --data-dir "$WORK/server" --subscriptions-url "http://127.0.0.1:$SERVICE_PORT" --subscriptions-timeout 1 \
   --rate-capacity 1000000 --reconcile-interval 5 --events-port "$EVENTS_PORT" \
   --quiet 2>"$WORK/server.log" &
@@ -54,7 +58,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 # The server's warnings (the injected faults) go to a log; its tail is shown on failure.
-if ! target/release/examples/soak --server "http://127.0.0.1:$SERVER_PORT" --service "http://127.0.0.1:$SERVICE_PORT" \
+if ! "$BIN_DIR/examples/soak" --server "http://127.0.0.1:$SERVER_PORT" --service "http://127.0.0.1:$SERVICE_PORT" \
   --pid "$SERVER_PID" --duration "$DURATION" --rate "$RATE"; then
   echo "---- last lines of the server's log ----" >&2
   tail -n 30 "$WORK/server.log" >&2
