@@ -32,12 +32,7 @@ bench_workdir connection-parts
 for tool in valgrind strace; do
   command -v "$tool" >/dev/null || { apt-get update >/dev/null && apt-get install -y "$tool" >/dev/null; }
 done
-if [[ "$BUILD" == 1 ]]; then
-  cargo build --release --quiet --bin actiongate
-  cargo build --release --quiet -p tools --example tls_ceiling --example connect_load
-  cargo build --release --quiet -p actionserver --example ceiling
-fi
-BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
+connection_bins
 LOAD="$ROOT/target/release/examples/connect_load"
 python3 bench/make_bodies.py "$WORK" --sizes 10 --real >/dev/null
 bench_ca

@@ -30,12 +30,7 @@ bench_args "$@"
 bench_workdir connections
 need_wrk
 seed_venv
-if [[ "$BUILD" == 1 ]]; then
-  cargo build --release --quiet --bin actiongate
-  cargo build --release --quiet -p tools --example tls_ceiling --example connect_load
-  cargo build --release --quiet -p actionserver --example ceiling
-fi
-BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
+connection_bins
 CEILING="$ROOT/target/release/examples/tls_ceiling"
 PLAIN_CEILING="$ROOT/target/release/examples/ceiling"
 LOAD="$ROOT/target/release/examples/connect_load"

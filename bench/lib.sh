@@ -77,6 +77,16 @@ new_change_bins() {
   FLOOR="${CHANGE_FLOOR_BIN:-$ROOT/target/release/examples/change_floor}"
   STORE_ALONE="${STORE_ALONE_BIN:-$ROOT/target/release/examples/store_alone}"
 }
+# The connection scripts' binaries: actiongate, the load that connects for each call and
+# the two ceilings, built unless --no-build; BIN (ACTIONGATE_BIN points it at another build).
+connection_bins() {
+  if [[ "$BUILD" == 1 ]]; then
+    cargo build --release --quiet --bin actiongate
+    cargo build --release --quiet -p tools --example tls_ceiling --example connect_load
+    cargo build --release --quiet -p actionserver --example ceiling
+  fi
+  BIN="${ACTIONGATE_BIN:-$ROOT/target/release/actiongate}"
+}
 # Starts `$BIN subscription-service` on a free port, its data in $WORK/service; sets SP
 # (its port) and SERVICE_PID, and returns once it serves the seeded record.
 start_service() {
