@@ -228,7 +228,10 @@ async fn an_approval_sends_the_change_once_however_often_it_is_given() {
         .await
         .unwrap());
     assert_eq!(app.revision(WINE).await, 4);
-    // Audited with the operator's name.
+    // Audited with the operator's name. Each operator's process commits its trail before
+    // it ends, as `actiongate approvals` does.
+    a.store().flush_audit().await;
+    b.store().flush_audit().await;
     let audit = app.store.audit_entries(None, None).await.unwrap();
     let approval = audit
         .iter()
@@ -262,6 +265,7 @@ async fn a_rejection_sends_nothing_and_tells_the_customer_the_note() {
     assert_eq!(app.revision(WINE).await, 3);
     assert!(app.store.operation(&key).await.unwrap().is_none());
     assert_eq!(c.apply(&app).await["reason"], "approval_rejected");
+    guard.store().flush_audit().await;
     let audit = app.store.audit_entries(None, None).await.unwrap();
     let entry = audit
         .iter()
