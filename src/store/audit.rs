@@ -34,14 +34,14 @@ pub struct AuditEntry {
 
 /// What the audit writer is asked to do.
 #[allow(clippy::large_enum_variant)] // nearly every message is an entry: boxing would allocate for each
-pub(super) enum AuditWrite {
+enum AuditWrite {
     Entry(AuditEntry),
     /// Answer once everything queued before is committed.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 /// Entries queued for the audit writer at most; past it, [`Store::audit`] waits for room.
-pub(super) const AUDIT_QUEUE: usize = 16_384;
+const AUDIT_QUEUE: usize = 16_384;
 
 /// Entries written in one transaction at most (in statements of AUDIT_ROWS rows).
 const AUDIT_BATCH: usize = 512;
@@ -63,14 +63,52 @@ fn audit_retry() -> backon::ConstantBuilder {
 /// before the answer, as ever).
 pub(super) const AUDIT_LINGER: Duration = Duration::from_millis(20);
 
+/// Where the store's audit entries go: the queue of the writer task ([`write_audit`]), and
+/// its wake for a flush.
+#[derive(Clone)]
+pub(super) struct AuditQueue {
+    queue: tokio::sync::mpsc::Sender<AuditWrite>,
+    flushing: Arc<tokio::sync::Notify>,
+}
+
+impl AuditQueue {
+    /// The queue, and its writer spawned on the current runtime, lingering `linger` for
+    /// each batch.
+    pub(super) fn start(db: Arc<Db>, linger: Duration) -> Self {
+        let (queue, entries) = tokio::sync::mpsc::channel(AUDIT_QUEUE);
+        let flushing = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(write_audit(db, entries, flushing.clone(), linger));
+        Self { queue, flushing }
+    }
+
+    /// Queues `entry`; it comes back when the writer is gone.
+    async fn send(&self, entry: AuditEntry) -> Result<(), AuditEntry> {
+        match self.queue.send(AuditWrite::Entry(entry)).await {
+            Ok(()) => Ok(()),
+            Err(tokio::sync::mpsc::error::SendError(AuditWrite::Entry(entry))) => Err(entry),
+            Err(_) => unreachable!("an entry was sent"),
+        }
+    }
+
+    /// Until everything queued before is committed: the flush's mark is queued, then the
+    /// writer is woken from its linger.
+    async fn flush(&self) {
+        let (done, committed) = tokio::sync::oneshot::channel();
+        if self.queue.send(AuditWrite::Flush(done)).await.is_ok() {
+            self.flushing.notify_one();
+            let _ = committed.await;
+        }
+    }
+}
+
 /// The audit writer: takes what is queued, writes it in one transaction, and again. A
 /// request's entry is committed within one such transaction after its answer (within
 /// [`AUDIT_LINGER`] and the commit), and a burst of requests costs one commit, not one
-/// each. A flush ([`Store::flush_audit`]) ends the wait at once (`flushing` is notified
-/// after its message is queued), so a reader of the trail never waits for the linger. A
+/// each. A flush ([`AuditQueue::flush`]) ends the wait at once (`flushing` is notified
+/// after its mark is queued), so a reader of the trail never waits for the linger. A
 /// failed batch is tried again (the entries are kept, and logged if the database stays
 /// down).
-pub(super) async fn write_audit(
+async fn write_audit(
     db: Arc<Db>,
     mut queue: tokio::sync::mpsc::Receiver<AuditWrite>,
     flushing: Arc<tokio::sync::Notify>,
@@ -180,25 +218,20 @@ fn audit_rows<'a>(db: &'a Db, entries: &[AuditEntry]) -> Query<'a> {
 
 impl Store {
     /// Appends one decision to the audit trail: queued for the audit writer, which commits
-    /// it within [`AUDIT_LINGER`] and a commit (see [`Store::flush_audit`]). Waits only when the queue is
-    /// full.
+    /// it within [`AUDIT_LINGER`] and a commit (see [`Store::flush_audit`]). Waits only
+    /// when the queue is full.
     pub async fn audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
-        if let Err(refused) = self.audit.send(AuditWrite::Entry(entry)).await {
+        if let Err(entry) = self.audit.send(entry).await {
             // The writer is gone (the runtime is stopping): write it here.
-            if let AuditWrite::Entry(entry) = refused.0 {
-                insert_audit(&self.db, std::slice::from_ref(&entry)).await?;
-            }
+            insert_audit(&self.db, std::slice::from_ref(&entry)).await?;
         }
         Ok(())
     }
 
-    /// Until every audit entry queued so far is committed.
+    /// Until every audit entry queued so far is committed (at once: the writer does not
+    /// linger for it).
     pub async fn flush_audit(&self) {
-        let (done, committed) = tokio::sync::oneshot::channel();
-        if self.audit.send(AuditWrite::Flush(done)).await.is_ok() {
-            self.audit_flushing.notify_one();
-            let _ = committed.await;
-        }
+        self.audit.flush().await;
     }
 
     /// Reads the audit trail, oldest first (after what this process queued is committed).
@@ -282,36 +315,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("store.db").display());
         let store = Store::connect(&url).await.unwrap();
-        let (queue, writer) = tokio::sync::mpsc::channel(AUDIT_QUEUE);
-        let flushing = Arc::new(tokio::sync::Notify::new());
-        let hour = Duration::from_secs(3600);
-        tokio::spawn(write_audit(
-            store.db.clone(),
-            writer,
-            flushing.clone(),
-            hour,
-        ));
-
+        let audit = AuditQueue::start(store.db.clone(), Duration::from_secs(3600));
         for sender in ["first", "second"] {
-            queue
-                .send(AuditWrite::Entry(entry(sender)))
-                .await
-                .ok()
-                .unwrap();
+            audit.send(entry(sender)).await.unwrap();
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(
             committed(&store).await.is_empty(),
             "written before the linger ended"
         );
-
-        let (done, flushed) = tokio::sync::oneshot::channel();
-        queue.send(AuditWrite::Flush(done)).await.ok().unwrap();
-        flushing.notify_one();
-        tokio::time::timeout(Duration::from_secs(30), flushed)
+        tokio::time::timeout(Duration::from_secs(30), audit.flush())
             .await
-            .expect("the flush waited for the linger")
-            .unwrap();
+            .expect("the flush waited for the linger");
         assert_eq!(committed(&store).await, ["first", "second"]);
     }
 }

@@ -20,7 +20,7 @@ mod readings;
 
 pub use approvals::{Approval, ApprovalState, OperationFilter, OperatorSession};
 pub use audit::AuditEntry;
-use audit::{write_audit, AuditWrite, AUDIT_LINGER, AUDIT_QUEUE};
+use audit::{AuditQueue, AUDIT_LINGER};
 pub use contract::operation::OpState;
 use db::Db;
 pub use inbox::ReceivedEvent;
@@ -57,9 +57,7 @@ pub enum StoreError {
 pub struct Store {
     db: Arc<Db>,
     postgres: bool,
-    audit: tokio::sync::mpsc::Sender<AuditWrite>,
-    /// Told of each flush queued, so the audit writer stops lingering for it.
-    audit_flushing: Arc<tokio::sync::Notify>,
+    audit: AuditQueue,
     finished: Arc<Mutex<Finished>>,
 }
 
@@ -121,19 +119,11 @@ impl Store {
             return Err(StoreError::Url(url.to_owned()));
         };
         let db = Arc::new(db);
-        let (audit, queue) = tokio::sync::mpsc::channel(AUDIT_QUEUE);
-        let audit_flushing = Arc::new(tokio::sync::Notify::new());
-        tokio::spawn(write_audit(
-            db.clone(),
-            queue,
-            audit_flushing.clone(),
-            AUDIT_LINGER,
-        ));
+        let audit = AuditQueue::start(db.clone(), AUDIT_LINGER);
         Ok(Self {
             db,
             postgres,
             audit,
-            audit_flushing,
             finished: Arc::default(),
         })
     }
