@@ -20,8 +20,8 @@
 //!
 //! With `--store actiongate` the two commits are actiongate's own store instead
 //! (`actiongate::store::Store` on `DIR/actiongate.db`, its schema and statements): per
-//! change the reads before the claim (the key and the subscription's open operation, a held
-//! change under the key), the claim and the budget's token in one transaction, the outcome,
+//! change the read before the claim (the key, the subscription's open operation and a held
+//! change under the key, in one query), the claim and the budget's token in one transaction, the outcome,
 //! and two audit entries (select's and apply's, through the batched writer), as actiongate
 //! makes them for a new change. That row is the floor of actiongate's store promises (the
 //! open operation per subscription, the budget, the operations by sender, the audit trail)

@@ -56,8 +56,8 @@ pub fn audit_entry(
     }
 }
 
-/// actiongate's store before the command: the key and the subscription's open operation,
-/// a held change under the key, then the claim and the budget's token in one transaction.
+/// actiongate's store before the command: the key and the subscription's open operation
+/// and a held change under the key (one query), then the claim and the budget's token in one transaction.
 pub async fn claim(
     store: &Store,
     key: &str,
@@ -66,18 +66,11 @@ pub async fn claim(
     change_type: &str,
     revision: i64,
 ) -> Result<(), String> {
-    let (mine, open) = store
-        .operation_and_open(key, subscription)
+    let repeats = store
+        .repeats(key, subscription)
         .await
         .map_err(|e| e.to_string())?;
-    if mine.is_some()
-        || open.is_some()
-        || store
-            .approval(key)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_some()
-    {
+    if repeats.mine.is_some() || repeats.open.is_some() || repeats.held {
         return Err("not a new change".into());
     }
     let now = now_ms();

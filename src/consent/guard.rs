@@ -171,22 +171,25 @@ impl Guard {
         confirmation: Confirmation,
         inputs: &ApplyInputs,
     ) -> Result<Outcome, StoreError> {
-        // R1 and R2, right after step 10, in one query (the claim below enforces R2
-        // atomically; asking here answers before the service is read).
+        // R1 (an operation or a held change under the key) and R2, right after step 10, in
+        // one query (the claim below enforces R2 atomically; asking here answers before the
+        // service is read).
         let key = &confirmation.request_key;
-        let (mine, open) = self
+        let repeats = self
             .store
-            .operation_and_open(key, &confirmation.tag.subscription)
+            .repeats(key, &confirmation.tag.subscription)
             .instrument(step!("guard.repeats"))
             .await?;
-        if let Some(op) = mine {
+        if let Some(op) = repeats.mine {
             return self.replay(op).await;
         }
         // R1 for a held change: its state, or its decision's outcome.
-        if let Some(held) = self.store.approval(key).await? {
-            return self.approval_outcome(&held).await;
+        if repeats.held {
+            if let Some(held) = self.store.approval(key).await? {
+                return self.approval_outcome(&held).await;
+            }
         }
-        if open.is_some() {
+        if repeats.open.is_some() {
             return Ok(pending());
         }
         // 11, 12, 13. The facts as they are now, compared; fail closed.

@@ -25,7 +25,7 @@ pub use contract::operation::OpState;
 use db::Db;
 pub use inbox::ReceivedEvent;
 use operations::Finished;
-pub use operations::{Claim, ClaimToSend, Operation};
+pub use operations::{Claim, ClaimToSend, Operation, Repeats};
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]

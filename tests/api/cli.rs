@@ -561,6 +561,10 @@ fn a_calls_line_says_its_status_and_duration() {
         child.wait().unwrap();
         let failed = served.iter().find(|l| l.contains("status=404")).unwrap();
         assert!(failed.contains(" ms="), "{failed}");
+        assert!(
+            failed.contains("method=GET path=/nowhere"),
+            "the line says which call it was: {failed}"
+        );
         let succeeded: Vec<_> = served.iter().filter(|l| l.contains("/health")).collect();
         if verbose {
             assert_eq!(succeeded.len(), 1, "{served:?}");

@@ -13,7 +13,7 @@ use common::{outcome_of, spawn_app_with, Chat, ChatExt, TestApp};
 use serde_json::{json, Value};
 
 use actiongate::consent::{Outcome, Reason, Terms};
-use actiongate::store::{Claim, ClaimToSend, OpState, Operation, Store};
+use actiongate::store::{Approval, ApprovalState, Claim, ClaimToSend, OpState, Operation, Store};
 use actiongate::subscriptions::embedded::{self, ServiceSettings, DEMO_DATA};
 
 #[derive(Clone, Copy)]
@@ -84,6 +84,8 @@ on_both!(
     two_replicas_receiving_the_same_events_resolve_each_once,
     two_replicas_approving_one_hold_at_once_send_one_command,
     an_approval_killed_after_its_command_is_reconciled_and_never_sent_twice,
+    what_stands_before_a_claim_is_read_in_one_query,
+    a_held_yes_delivered_again_under_other_rules_stays_held,
 );
 
 /// An outcome to record where which one does not matter to the test.
@@ -249,6 +251,107 @@ async fn concurrent_claims_have_one_winner(backend: Backend) {
         store.operation("k1").await.unwrap().is_none(),
         "a claim with nothing sent can be released"
     );
+}
+
+/// The one query before a claim (`Store::repeats`): the operation under the key, the
+/// subscription's open one, and a change held under the key, each found and none mistaken
+/// for another.
+async fn what_stands_before_a_claim_is_read_in_one_query(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(&database_url(backend, dir.path()).await)
+        .await
+        .unwrap();
+    let nothing = store.repeats("k1", "WS-SUB-3304").await.unwrap();
+    assert!(nothing.mine.is_none() && nothing.open.is_none() && !nothing.held);
+    assert_eq!(store.claim(&op("k1")).await.unwrap(), Claim::Claimed);
+    let mine = store.repeats("k1", "WS-SUB-3304").await.unwrap();
+    assert_eq!(mine.mine.map(|op| op.request_key).as_deref(), Some("k1"));
+    assert!(mine.open.is_none(), "its own operation is not another's");
+    assert!(!mine.held);
+    let other = store.repeats("k2", "WS-SUB-3304").await.unwrap();
+    assert!(other.mine.is_none() && !other.held);
+    assert_eq!(other.open.map(|op| op.request_key).as_deref(), Some("k1"));
+    let elsewhere = store.repeats("k2", "WS-SUB-4410").await.unwrap();
+    assert!(elsewhere.mine.is_none() && elsewhere.open.is_none() && !elsewhere.held);
+    // A change held under k3; then approved, with its operation under the same key.
+    let hold = Approval {
+        request_key: "k3".into(),
+        sender_id: "s".into(),
+        account: "acct-21".into(),
+        subscription: "WS-SUB-7001".into(),
+        change_type: "cancel_now".into(),
+        revision: 3,
+        terms: op("k3").terms,
+        question: "Cancel now?".into(),
+        question_at: Some(1.0),
+        reply: "yes".into(),
+        reply_at: Some(2.0),
+        reply_id: None,
+        rule: "review".into(),
+        state: ApprovalState::Held,
+        created_at: 0,
+        expires_at: i64::MAX,
+        decided_by: None,
+        decided_at: None,
+        note: None,
+        outcome: None,
+    };
+    assert!(store.hold(&hold).await.unwrap());
+    let held = store.repeats("k3", "WS-SUB-7001").await.unwrap();
+    assert!(held.held && held.mine.is_none() && held.open.is_none());
+    assert!(!store.repeats("k4", "WS-SUB-7001").await.unwrap().held);
+    let approved = Operation {
+        subscription: "WS-SUB-7001".into(),
+        ..op("k3")
+    };
+    assert_eq!(store.claim(&approved).await.unwrap(), Claim::Claimed);
+    let both = store.repeats("k3", "WS-SUB-7001").await.unwrap();
+    assert!(both.held && both.open.is_none());
+    assert_eq!(both.mine.map(|op| op.request_key).as_deref(), Some("k3"));
+}
+
+/// A "yes" held for a person's approval and delivered again to a replica whose rules would
+/// not hold it (or to the same server restarted with other rules) is answered from its
+/// hold: nothing is sent until a person decides. A fresh "yes" to the same change on that
+/// replica is applied at once, so its rules do differ.
+async fn a_held_yes_delivered_again_under_other_rules_stays_held(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let holding = app_on(&db, &service, &[]).await;
+    let lenient = spawn_app_with(
+        &["--database-url", &db, "--subscriptions-url", &service],
+        |s| s.consent.approval.review = false,
+    )
+    .await;
+    let mut c = Chat::new("held-then-lenient", Some("acct-21"));
+    c.request_change(&holding, "WS-SUB-7001", "cancel_now")
+        .await
+        .unwrap();
+    c.user("yes", "affirm", &[]);
+    let request = c.request("apply_subscription_change");
+    let first = outcome_of(&post(&holding.url, &request).await);
+    assert_eq!(first["status"], "held", "{first}");
+    let again = outcome_of(&post(&lenient.url, &request).await);
+    assert_eq!(again["status"], "held", "{again}");
+    assert_eq!(revision(&service, "WS-SUB-7001").await, 3, "nothing sent");
+    assert!(
+        lenient
+            .store
+            .latest_for_sender("held-then-lenient")
+            .await
+            .unwrap()
+            .is_none(),
+        "no operation"
+    );
+    let mut fresh = Chat::new("lenient-fresh", Some("acct-21"));
+    fresh
+        .request_change(&lenient, "WS-SUB-7001", "cancel_now")
+        .await
+        .unwrap();
+    let applied = fresh.say_yes_and_apply(&lenient).await;
+    assert_eq!(applied["status"], "applied", "{applied}");
+    assert_eq!(revision(&service, "WS-SUB-7001").await, 4);
 }
 
 /// CONTRACT.md section 4: while a command for a subscription has an unknown outcome, no

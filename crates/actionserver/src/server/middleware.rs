@@ -13,16 +13,18 @@ use tracing::Instrument;
 use super::{cors, CallInfo, Core};
 
 /// One span per request, with the action, sender, status and duration; and the metrics.
-/// Its line is at debug level for a success, at info level otherwise.
+/// Its line, which adds the method and the path, is at debug level for a success, at info
+/// level otherwise.
 pub(super) async fn observe(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let started = Instant::now();
+    // The method and the path are the line's, not the span's: a span's fields are
+    // formatted when it is made, for every request, and a line inside the request (the
+    // guard's warnings) has the action and the sender to say which call it was.
     let span = tracing::info_span!(
         "request",
-        method = %req.method(),
-        path = %req.path(),
         action = tracing::field::Empty,
         sender = tracing::field::Empty,
         status = tracing::field::Empty,
@@ -47,10 +49,11 @@ pub(super) async fn observe(
         span.record("status", status);
         span.record("ms", elapsed.as_secs_f64() * 1000.0);
     }
+    let (method, path) = (res.request().method(), res.request().path());
     if success {
-        span.in_scope(|| tracing::debug!("served"));
+        span.in_scope(|| tracing::debug!(%method, %path, "served"));
     } else {
-        span.in_scope(|| tracing::info!("served"));
+        span.in_scope(|| tracing::info!(%method, %path, "served"));
     }
     if let Some(state) = state {
         state.metrics.record(route, action, status, elapsed);
