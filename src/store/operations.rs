@@ -479,15 +479,7 @@ mod tests {
     /// backwards for the order: no scan of the table, no sort.
     #[tokio::test]
     async fn a_senders_latest_operation_is_found_through_its_index() {
-        let (_dir, store) = sqlite_store().await;
-        let plan = store
-            .db
-            .query(format!("EXPLAIN QUERY PLAN {}", latest_for_sender_sql()))
-            .bind("a-sender")
-            .fetch_all()
-            .await
-            .unwrap();
-        let steps: Vec<&str> = plan.iter().map(|row| row.str(3)).collect();
+        let steps = plan(&latest_for_sender_sql(), 1).await;
         assert_eq!(
             steps,
             ["SEARCH operations USING INDEX operations_sender (sender_id=?)"],
@@ -499,19 +491,10 @@ mod tests {
     /// history: no scan of the operations nor of the approvals.
     #[tokio::test]
     async fn what_stands_before_a_claim_is_found_through_indexes() {
-        let (_dir, store) = sqlite_store().await;
-        let plan = store
-            .db
-            .query(format!("EXPLAIN QUERY PLAN {}", repeats_sql()))
-            .bind("a-key")
-            .bind("a-subscription")
-            .fetch_all()
-            .await
-            .unwrap();
-        let steps: Vec<&str> = plan.iter().map(|row| row.str(3)).collect();
+        let steps = plan(&repeats_sql(), 2).await;
         let reads: Vec<&str> = steps
             .iter()
-            .copied()
+            .map(String::as_str)
             .filter(|s| s.starts_with("SEARCH") || s.starts_with("SCAN"))
             .collect();
         assert_eq!(
@@ -538,19 +521,23 @@ mod tests {
         (dir, store)
     }
 
+    /// SQLite's plan for `sql` on a fresh store, its `params` parameters bound to null
+    /// (a plan is made before any value is read): one line a step.
+    async fn plan(sql: &str, params: usize) -> Vec<String> {
+        let (_dir, store) = sqlite_store().await;
+        let mut query = store.db.query(format!("EXPLAIN QUERY PLAN {sql}"));
+        for _ in 0..params {
+            query = query.bind(Option::<String>::None);
+        }
+        let rows = query.fetch_all().await.unwrap();
+        rows.iter().map(|row| row.str(3).to_owned()).collect()
+    }
+
     /// The reconciler's open operations are read through the partial index of open ones,
     /// not a scan of every operation ever stored.
     #[tokio::test]
     async fn the_open_operations_are_found_through_their_partial_index() {
-        let (_dir, store) = sqlite_store().await;
-        let plan = store
-            .db
-            .query(format!("EXPLAIN QUERY PLAN {}", unresolved_sql()))
-            .bind(0i64)
-            .fetch_all()
-            .await
-            .unwrap();
-        let steps: Vec<&str> = plan.iter().map(|row| row.str(3)).collect();
+        let steps = plan(&unresolved_sql(), 1).await;
         assert_eq!(
             steps[0], "SCAN operations USING INDEX operations_open_per_subscription",
             "{steps:?}"
