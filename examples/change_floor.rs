@@ -21,11 +21,11 @@
 //! With `--store actiongate` the two commits are actiongate's own store instead
 //! (`actiongate::store::Store` on `DIR/actiongate.db`, its schema and statements): per
 //! change the read before the claim (the key, the subscription's open operation and a held
-//! change under the key, in one query), the claim and the budget's token in one transaction, the outcome,
-//! and two audit entries (select's and apply's, through the batched writer), as actiongate
-//! makes them for a new change. That row is the floor of actiongate's store promises (the
-//! open operation per subscription, the budget, the operations by sender, the audit trail)
-//! with still nothing of the guard.
+//! change under the key, in one query), the claim and the budget's token in one
+//! transaction, the outcome, and two audit entries (select's and apply's, through the
+//! batched writer), as actiongate makes them for a new change. That row is the floor of
+//! actiongate's store promises (the open operation per subscription, the budget, the
+//! operations by sender, the audit trail) with still nothing of the guard.
 //!
 //! Usage: change_floor --service URL --data-dir DIR [--port PORT] [--workers N]
 //! [--store bare|actiongate] (loopback only; PORT 0 or absent picks a free port, printed on

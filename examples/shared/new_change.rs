@@ -56,8 +56,9 @@ pub fn audit_entry(
     }
 }
 
-/// actiongate's store before the command: the key and the subscription's open operation
-/// and a held change under the key (one query), then the claim and the budget's token in one transaction.
+/// actiongate's store before the command: the key, the subscription's open operation and a
+/// held change under the key (one query), then the claim and the budget's token in one
+/// transaction.
 pub async fn claim(
     store: &Store,
     key: &str,

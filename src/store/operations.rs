@@ -195,9 +195,9 @@ impl Store {
     /// In one query, what the repeat rules of CONTRACT.md section 4 ask before a claim: the
     /// operation under `key` (R1), another operation for `subscription` whose outcome is
     /// not known yet (claimed, sent or unknown: R2), and whether a change held for approval
-    /// is stored under `key` (R1 for a held change). One statement is one snapshot, and on
-    /// SQLite one read transaction where two were two of the shared-memory locks' round
-    /// trips.
+    /// is stored under `key` (R1 for a held change). One statement is one snapshot of the
+    /// three, and on SQLite one read transaction (one pair of the shared-memory locks'
+    /// `fcntl` calls) where two statements took two.
     pub async fn repeats(&self, key: &str, subscription: &str) -> Result<Repeats, StoreError> {
         // A finished operation under the key decides alone (R1): nothing else is asked.
         if let Some(op) = self.finished(key) {
