@@ -338,18 +338,26 @@ impl Inbox {
             }
         }
         let record = serde_json::to_string(&event.record).expect("a record serialises");
-        if !store
+        let advanced = store
             .advance_known_record(&event.subscription, event.revision, &event.id, &record)
-            .await?
-        {
-            return Ok((Verdict::Stale, op));
-        }
+            .await?;
         let Some(op) = op else {
-            return Ok((Verdict::Recorded, None));
+            return Ok((
+                if advanced {
+                    Verdict::Recorded
+                } else {
+                    Verdict::Stale
+                },
+                None,
+            ));
         };
+        // An event under an operation's key proves the change made whatever came before it:
+        // a newer record known already keeps the known record where it is, and still
+        // resolves the operation.
         let verdict = match op.state {
             OpState::Sent | OpState::Unknown => return self.resolve_made(op, "the service").await,
-            OpState::Applied => Verdict::Confirmed,
+            OpState::Applied if advanced => Verdict::Confirmed,
+            OpState::Applied => Verdict::Stale,
             // Checked by `contradiction`; kept exhaustive.
             OpState::Claimed | OpState::Failed => Verdict::Mismatch(format!(
                 "the service reports the change made; the operation is {}",

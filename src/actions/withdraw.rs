@@ -4,7 +4,6 @@
 use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher};
 use crate::consent::identity::account;
 use crate::consent::{Guard, Outcome, Reason};
-use crate::store::ApprovalState;
 
 pub struct WithdrawSubscriptionChange(pub Guard);
 
@@ -21,27 +20,21 @@ impl Action for WithdrawSubscriptionChange {
         let outcome = match account.as_deref() {
             None => Outcome::not_authenticated(),
             Some(account) => {
-                let latest = guard
+                // The conversation's change still held; one decided, expired or withdrawn
+                // already is not (CONTRACT.md section 7: with no held change, `not_selected`;
+                // `check_subscription_change` tells what became of it).
+                let held = guard
                     .store()
-                    .latest_approval_for_sender(&tracker.sender_id)
+                    .held_for_sender(&tracker.sender_id)
                     .await
                     .map_err(ActionError::failed)?
                     .filter(|a| a.account == account);
-                let withdrawn = match latest.as_ref().filter(|a| a.state == ApprovalState::Held) {
-                    Some(held) => guard.withdraw(held).await.map_err(ActionError::failed)?,
+                let withdrawn = match held {
+                    Some(held) => guard.withdraw(&held).await.map_err(ActionError::failed)?,
                     None => None,
                 };
-                match (withdrawn, latest) {
-                    (Some(withdrawn), _) => withdrawn,
-                    // Decided before the customer took it back (or just now, by an
-                    // operator): what became of it, rather than "nothing was prepared".
-                    (None, Some(decided)) => guard
-                        .approval_outcome(&decided)
-                        .await
-                        .map_err(ActionError::failed)?,
-                    // Never held: nothing to take back.
-                    (None, None) => Outcome::blocked(Reason::NotSelected),
-                }
+                // Decided (or expired) the moment before, it is no longer held either.
+                withdrawn.unwrap_or_else(|| Outcome::blocked(Reason::NotSelected))
             }
         };
         if outcome.reason != Some(Reason::Withdrawn) {

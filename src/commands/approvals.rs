@@ -82,7 +82,9 @@ pub async fn run(args: &ApprovalsArgs) -> Result<String, StartError> {
                 out,
                 "{}{}",
                 describe(&decision.outcome),
-                if decision.decided {
+                if decision.held {
+                    " (nothing sent; still held, to be approved again)"
+                } else if decision.decided {
                     ""
                 } else {
                     " (decided before; nothing done again)"

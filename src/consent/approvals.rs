@@ -13,11 +13,17 @@ use crate::subscriptions::model::Tag;
 /// What an operator's approval or rejection did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
-    /// The held change's outcome now.
+    /// The held change's outcome now; for an approval given back ([`Decision::held`]), why
+    /// it could not be carried out.
     pub outcome: Outcome,
     /// Whether this call decided it (`false`: it was decided already, by another click, another
     /// operator or another replica, or it expired: nothing was done again).
     pub decided: bool,
+    /// Whether the change is still held: the approval could not be carried out, and nothing
+    /// was sent or claimed (the service could not be read, another change of the
+    /// subscription is unresolved), so it was given back to the held changes, to be approved
+    /// again, rejected, withdrawn or left to expire.
+    pub held: bool,
 }
 
 impl Guard {
@@ -68,22 +74,24 @@ impl Guard {
                 let stalled = held.decided_at.is_some_and(|at| {
                     now_ms() - at > self.config.in_flight_wait.as_millis() as i64
                 });
-                stalled
-                    && self.store.operation(key).await?.is_none()
-                    && self
-                        .store
+                if stalled && self.store.operation(key).await?.is_none() {
+                    self.store
                         .resume_approval(key, held.decided_at.unwrap_or_default())
                         .await?
+                } else {
+                    None
+                }
             }
-            _ => false,
+            _ => None,
         };
-        if !mine {
+        let Some(approved_at) = mine else {
             let now = self.store.approval(key).await?.unwrap_or(held);
             return Ok(Some(Decision {
                 outcome: self.approval_outcome(&now).await?,
                 decided: false,
+                held: false,
             }));
-        }
+        };
         let outcome = self.send_approved(&held).await?;
         self.audit_decision(
             &held,
@@ -93,10 +101,23 @@ impl Guard {
             note,
         )
         .await?;
+        // Nothing sent, nothing claimed, the hold not ended (moved facts and a spent budget
+        // end it): the change is still the person's to decide.
+        let held_still = self.store.operation(key).await?.is_none()
+            && self.store.release_approval(key, approved_at).await?;
+        if held_still {
+            tracing::warn!(request_key = %key, %operator, reason = outcome.reason.map_or("-", |r| r.as_str()), "an approval could not be carried out; the change is still held");
+            return Ok(Some(Decision {
+                outcome,
+                decided: false,
+                held: true,
+            }));
+        }
         self.tell_rasa(&held, &outcome).await;
         Ok(Some(Decision {
             outcome,
             decided: true,
+            held: false,
         }))
     }
 
@@ -133,12 +154,11 @@ impl Guard {
         let (current, _) = match self.read_and_compare(&confirmation).await {
             Ok(current) => current,
             Err(refusal) => {
-                if refusal.reason == Some(Reason::ServiceUnavailable) {
-                    // Nothing sent and nothing known: the approval stands and may be given
-                    // again once the service answers (it is taken over after a while).
-                    return Ok(refusal);
+                if refusal.reason != Some(Reason::ServiceUnavailable) {
+                    self.store.block_approval(key, &refusal).await?;
                 }
-                self.store.block_approval(key, &refusal).await?;
+                // The service away: nothing sent and nothing known; the approver gives the
+                // change back to the held ones.
                 return Ok(refusal);
             }
         };
@@ -186,6 +206,7 @@ impl Guard {
             return Ok(Some(Decision {
                 outcome: self.approval_outcome(&now).await?,
                 decided: false,
+                held: false,
             }));
         }
         self.audit_decision(
@@ -200,6 +221,7 @@ impl Guard {
         Ok(Some(Decision {
             outcome,
             decided: true,
+            held: false,
         }))
     }
 

@@ -347,10 +347,12 @@ impl Guard {
     }
 
     /// Steps 11 to 13: reads the record and compares it with the confirmation; the current
-    /// terms, and whether the service marks the option for review. When the
-    /// read fails, nothing is sent; but if the service's events already said the record
-    /// moved past the confirmed revision, step 13's answer is given from that record, so
-    /// the customer hears what changed rather than only that the service is away.
+    /// terms, and whether the service marks the option for review. When the read fails,
+    /// nothing is sent (`service_unavailable`: step 11 decides before 12 and 13); but if the
+    /// service's events already said the record moved past the confirmed revision, that
+    /// record's terms and what moved come with it (`current`, `why`: known), so the customer
+    /// hears what changed rather than only that the service is away. Nothing of a record
+    /// that is not the account's is told.
     pub(super) async fn read_and_compare(
         &self,
         confirmation: &Confirmation,
@@ -359,20 +361,11 @@ impl Guard {
             Ok(record) => record,
             Err(e) => {
                 tracing::warn!(error = %e, "the subscription could not be read");
-                if let Ok(Some((revision, _, json))) = self
-                    .store
-                    .known_record(&confirmation.tag.subscription)
-                    .await
-                {
-                    if revision > confirmation.tag.revision
-                        && confirmation.revision_format == RevisionFormat::Decimal
-                    {
-                        if let Ok(record) = serde_json::from_str::<Subscription>(&json) {
-                            compare_facts(confirmation, Some(&record))?;
-                        }
-                    }
-                }
-                return Err(Outcome::blocked(Reason::ServiceUnavailable));
+                let away = Outcome::blocked(Reason::ServiceUnavailable);
+                return Err(match self.moved_by_events(confirmation).await {
+                    Some(moved) => away.with_current(moved.current).with_why(moved.why),
+                    None => away,
+                });
             }
         };
         let review = record
@@ -380,6 +373,26 @@ impl Guard {
             .and_then(|r| r.option(&confirmation.tag.change_type))
             .is_some_and(|o| o.review);
         compare_facts(confirmation, record.as_ref()).map(|terms| (terms, review))
+    }
+
+    /// Step 13's refusal against the newest record the service's events told of, when it is
+    /// past the confirmed revision and the account's own.
+    async fn moved_by_events(&self, confirmation: &Confirmation) -> Option<Outcome> {
+        if confirmation.revision_format != RevisionFormat::Decimal {
+            return None;
+        }
+        let (revision, _, json) = self
+            .store
+            .known_record(&confirmation.tag.subscription)
+            .await
+            .ok()??;
+        if revision <= confirmation.tag.revision {
+            return None;
+        }
+        let record = serde_json::from_str::<Subscription>(&json).ok()?;
+        compare_facts(confirmation, Some(&record))
+            .err()
+            .filter(|refusal| refusal.reason == Some(Reason::BenefitLossHidden))
     }
 
     /// The outcome of an operation that already exists: final as recorded; in flight,

@@ -70,7 +70,12 @@ pub(super) async fn approve(
     let note = form.get("note").map(|n| n.trim()).filter(|n| !n.is_empty());
     match console.guard.approve(&key, &session.operator, note).await {
         Ok(Some(d)) => {
-            let what = if d.decided {
+            let what = if d.held {
+                format!(
+                    "Not sent: {}. The change is still held; approve it again once that has passed.",
+                    describe(&d.outcome)
+                )
+            } else if d.decided {
                 format!("Approved: {}.", describe(&d.outcome))
             } else {
                 format!(

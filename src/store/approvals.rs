@@ -211,6 +211,21 @@ impl Store {
         row.map(|r| approval_from(&r)).transpose()
     }
 
+    /// The conversation's newest change still held (unexpired, undecided), if any.
+    pub async fn held_for_sender(&self, sender: &str) -> Result<Option<Approval>, StoreError> {
+        let row = self
+            .db
+            .query(format!(
+                "SELECT {COLUMNS} FROM approvals WHERE sender_id = $1 AND state = 'held' AND expires_at > $2 \
+                 ORDER BY created_at DESC LIMIT 1"
+            ))
+            .bind(sender)
+            .bind(now_ms())
+            .fetch_optional()
+            .await?;
+        row.map(|r| approval_from(&r)).transpose()
+    }
+
     /// The account's open (held, unexpired) holds, how many; and the subscription's, how
     /// many, with the oldest of them.
     pub async fn open_holds(
@@ -247,14 +262,14 @@ impl Store {
         ))
     }
 
-    /// Approves a held, unexpired change: `true` for exactly one caller however many
-    /// approve at once, on any replica.
+    /// Approves a held, unexpired change: the time of the approval for exactly one caller
+    /// however many approve at once, on any replica (`None` for the others).
     pub async fn start_approval(
         &self,
         key: &str,
         operator: &str,
         note: Option<&str>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<i64>, StoreError> {
         let now = now_ms();
         let done = self.db.query(
             "UPDATE approvals SET state = 'approved', decided_by = $1, decided_at = $2, note = $3 \
@@ -266,16 +281,37 @@ impl Store {
         .bind(key)
         .execute()
         .await?;
-        Ok(done == 1)
+        Ok((done == 1).then_some(now))
     }
 
     /// Takes over an approval whose approver stopped before claiming its operation (approved
-    /// at `decided_at`, untouched since): `true` for exactly one caller.
-    pub async fn resume_approval(&self, key: &str, decided_at: i64) -> Result<bool, StoreError> {
+    /// at `decided_at`, untouched since): the time of the takeover for exactly one caller.
+    pub async fn resume_approval(
+        &self,
+        key: &str,
+        decided_at: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let now = now_ms();
         let done = self.db.query(
             "UPDATE approvals SET decided_at = $1 WHERE request_key = $2 AND state = 'approved' AND decided_at = $3",
         )
-        .bind(now_ms())
+        .bind(now)
+        .bind(key)
+        .bind(decided_at)
+        .execute()
+        .await?;
+        Ok((done == 1).then_some(now))
+    }
+
+    /// Gives an approval back to the held changes when it could not be carried out and
+    /// nothing was sent or claimed (the service could not be read, another change of the
+    /// subscription is unresolved): approved at `decided_at` by this caller, untouched since
+    /// (a takeover moves it). It may then be approved again, rejected, withdrawn or expire.
+    pub async fn release_approval(&self, key: &str, decided_at: i64) -> Result<bool, StoreError> {
+        let done = self.db.query(
+            "UPDATE approvals SET state = 'held', decided_by = NULL, decided_at = NULL, note = NULL \
+             WHERE request_key = $1 AND state = 'approved' AND decided_at = $2",
+        )
         .bind(key)
         .bind(decided_at)
         .execute()
@@ -307,7 +343,7 @@ impl Store {
         let outcome = serde_json::to_string(outcome)?;
         let done = self.db.query(
             "UPDATE approvals SET state = 'withdrawn', decided_by = 'customer', decided_at = $1, outcome = $2 \
-             WHERE request_key = $3 AND state = 'held'",
+             WHERE request_key = $3 AND state = 'held' AND expires_at > $1",
         )
         .bind(now_ms())
         .bind(&outcome)
@@ -328,7 +364,7 @@ impl Store {
         let outcome = serde_json::to_string(outcome)?;
         let done = self.db.query(
             "UPDATE approvals SET state = 'rejected', decided_by = $1, decided_at = $2, note = $3, outcome = $4 \
-             WHERE request_key = $5 AND state = 'held'",
+             WHERE request_key = $5 AND state = 'held' AND expires_at > $2",
         )
         .bind(operator)
         .bind(now_ms())

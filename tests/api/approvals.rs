@@ -216,7 +216,12 @@ async fn an_approval_sends_the_change_once_however_often_it_is_given() {
     let again = a.approve(&key, "ana", None).await.unwrap().unwrap();
     assert!(!again.decided);
     // The decision itself is one conditional statement: once approved, never again.
-    assert!(!app.store.start_approval(&key, "ben", None).await.unwrap());
+    assert!(app
+        .store
+        .start_approval(&key, "ben", None)
+        .await
+        .unwrap()
+        .is_none());
     assert!(!app
         .store
         .reject_approval(
@@ -580,7 +585,7 @@ async fn a_withdrawn_hold_is_never_sent() {
         .unwrap()
         .is_none());
     assert_eq!(app.revision(WINE).await, 3, "nothing was sent");
-    // Check reports it; withdrawing again reports the withdrawal, nothing done again.
+    // Check reports it; withdrawing again finds nothing held (not_selected), nothing done.
     assert_eq!(
         status_reason(&check(&app, &mut c).await),
         ("blocked", Some("withdrawn"))
@@ -588,7 +593,16 @@ async fn a_withdrawn_hold_is_never_sent() {
     let (_, again) = c.run(&app, "withdraw_subscription_change").await.unwrap();
     assert_eq!(
         status_reason(&common::outcome_of(&again)),
-        ("blocked", Some("withdrawn"))
+        ("blocked", Some("not_selected"))
+    );
+    assert_eq!(
+        app.store
+            .approval(&held.request_key)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        ApprovalState::Withdrawn
     );
     // The withdrawal is in the audit trail, by the customer.
     let trail = app
@@ -664,4 +678,171 @@ async fn open_holds_are_capped_per_subscription_and_per_account() {
         let record: Value = app.service.record(id).await;
         assert_eq!(record["status"], "active", "{id}: nothing was sent");
     }
+}
+
+/// The conversation's held change is the one withdrawn, not merely its newest hold: with one
+/// change held and a newer one rejected, withdraw ends the held one; with nothing held any
+/// more (decided, applied), it answers `blocked`/`not_selected` (CONTRACT.md section 7).
+#[tokio::test]
+async fn withdraw_ends_the_change_still_held_and_nothing_else() {
+    let app = spawn_app_with(&[], |s| {
+        s.consent.approval.change_types = vec!["stop_renewal".into()];
+    })
+    .await;
+    let mut c = Chat::new("two-holds", Some("acct-7"));
+    for id in ["WS-SUB-3304", "WS-SUB-3310"] {
+        c.request_change(&app, id, "stop_renewal").await.unwrap();
+        let outcome = c.say_yes_and_apply(&app).await;
+        assert_eq!(status_reason(&outcome), ("held", Some("approval_required")));
+    }
+    let holds = app.store.approvals(None).await.unwrap();
+    let key_of = |id: &str| {
+        holds
+            .iter()
+            .find(|a| a.subscription == id)
+            .unwrap()
+            .request_key
+            .clone()
+    };
+    let (first, newer) = (key_of("WS-SUB-3304"), key_of("WS-SUB-3310"));
+    let guard = operator_guard(&app).await;
+    assert!(
+        guard
+            .reject(&newer, "ana", "not now")
+            .await
+            .unwrap()
+            .unwrap()
+            .decided
+    );
+    c.user("take it back", "withdraw_change", &[]);
+    let (_, body) = c.run(&app, "withdraw_subscription_change").await.unwrap();
+    assert_eq!(
+        status_reason(&common::outcome_of(&body)),
+        ("blocked", Some("withdrawn")),
+        "the held one is withdrawn, not the rejected one reported: {body}"
+    );
+    let state = |key: String| {
+        let store = app.store.clone();
+        async move { store.approval(&key).await.unwrap().unwrap().state }
+    };
+    assert_eq!(state(first.clone()).await, ApprovalState::Withdrawn);
+    assert_eq!(state(newer.clone()).await, ApprovalState::Rejected);
+    let (_, body) = c.run(&app, "withdraw_subscription_change").await.unwrap();
+    assert_eq!(
+        status_reason(&common::outcome_of(&body)),
+        ("blocked", Some("not_selected"))
+    );
+    for id in ["WS-SUB-3304", "WS-SUB-3310"] {
+        assert_eq!(
+            app.record(id).await["status"],
+            "active",
+            "{id}: nothing sent"
+        );
+    }
+}
+
+/// A hold past its expiry is decided (`approval_expired`) even before the background sweep
+/// has marked it: a rejection or a withdrawal then changes nothing and reports the expiry.
+#[tokio::test]
+async fn a_hold_past_its_expiry_is_neither_rejected_nor_withdrawn() {
+    let app = spawn_app_with(&[], |s| {
+        s.consent.approval.expiry = Duration::from_millis(300);
+    })
+    .await;
+    let (_, mut c) = confirm(&app, "expired-unswept", "acct-21", WINE, "cancel_now").await;
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The sweep runs every 30 s: the row still says held.
+    assert_eq!(
+        app.store.approval(&key).await.unwrap().unwrap().state,
+        ApprovalState::Held
+    );
+    let guard = operator_guard(&app).await;
+    let late = guard
+        .reject(&key, "ana", "too late")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!late.decided, "{late:?}");
+    assert_eq!(late.outcome.reason, Some(Reason::ApprovalExpired));
+    c.user("take it back", "withdraw_change", &[]);
+    let (_, body) = c.run(&app, "withdraw_subscription_change").await.unwrap();
+    assert_eq!(
+        status_reason(&common::outcome_of(&body)),
+        ("blocked", Some("not_selected"))
+    );
+    assert_eq!(
+        app.store.approval(&key).await.unwrap().unwrap().state,
+        ApprovalState::Held,
+        "neither a rejection nor a withdrawal was recorded"
+    );
+    assert_eq!(
+        status_reason(&check(&app, &mut c).await),
+        ("blocked", Some("approval_expired"))
+    );
+    assert_eq!(app.revision(WINE).await, 3, "nothing sent");
+}
+
+/// An approval given while the service cannot be read sends nothing, claims nothing and
+/// spends nothing, and leaves the change held (on the console's held page, to approve
+/// again, reject, withdraw or expire) rather than approved with nothing to show for it.
+#[tokio::test]
+async fn an_approval_the_service_cannot_answer_leaves_the_change_held() {
+    let app = spawn_app_with(&["--rate-capacity", "1"], |_| {}).await;
+    let (_, mut c) = confirm(&app, "approve-away", "acct-21", WINE, "cancel_now").await;
+    let key = app.store.approvals(None).await.unwrap()[0]
+        .request_key
+        .clone();
+    // An operator's process whose service is unreachable.
+    let db = format!(
+        "sqlite:{}",
+        app.dir.path().join("data/actiongate.db").display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let away = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let settings = test_settings(
+        dir.path(),
+        &["--database-url", &db, "--subscriptions-url", &away],
+    );
+    let unreachable = actiongate::app::guard_for(&settings).await.unwrap();
+    let decision = unreachable
+        .approve(&key, "ana", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(decision.held && !decision.decided, "{decision:?}");
+    assert_eq!(decision.outcome.reason, Some(Reason::ServiceUnavailable));
+    let held = app.store.approval(&key).await.unwrap().unwrap();
+    assert_eq!(held.state, ApprovalState::Held);
+    assert_eq!(held.decided_by, None);
+    assert!(
+        app.store.operation(&key).await.unwrap().is_none(),
+        "nothing claimed"
+    );
+    assert_eq!(app.revision(WINE).await, 3, "nothing sent");
+    assert!(
+        app.store
+            .token_available("acct-21", 1.0, 0.0)
+            .await
+            .unwrap(),
+        "nothing spent"
+    );
+    assert_eq!(
+        status_reason(&check(&app, &mut c).await),
+        ("held", Some("approval_required"))
+    );
+    // Once the service answers, the same change is approved and made, once.
+    let decision = operator_guard(&app)
+        .await
+        .approve(&key, "ben", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(decision.decided && !decision.held, "{decision:?}");
+    assert_eq!(decision.outcome.status, Status::Applied);
+    assert_eq!(app.revision(WINE).await, 4);
 }

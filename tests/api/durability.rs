@@ -1225,7 +1225,13 @@ async fn two_replicas_approving_one_hold_at_once_send_one_command(backend: Backe
             b.store.clone()
         };
         let key = key2.clone();
-        tokio::spawn(async move { store.start_approval(&key, "racer", None).await.unwrap() })
+        tokio::spawn(async move {
+            store
+                .start_approval(&key, "racer", None)
+                .await
+                .unwrap()
+                .is_some()
+        })
     });
     let won = futures_util::future::join_all(races)
         .await

@@ -293,6 +293,61 @@ async fn reordered_and_delayed_deliveries_never_take_the_record_back() {
     assert_eq!(counted(&app, "stale").await, stale as u64);
 }
 
+#[tokio::test]
+async fn a_change_event_arriving_after_a_newer_record_still_resolves_its_operation() {
+    let port = free_port();
+    let app = app_for(port, &["--subscriptions-timeout", TIMEOUT_S]).await;
+    // This service delivers nothing: the test delivers, in the order it chooses.
+    let service = service_process(port, None, &["--command-delay-ms", COMMAND_DELAY_MS]).await;
+    let (request, key) = unknown_outcome(&app, "older-event-last").await;
+    let records = Service::new(&service.url);
+    until!(
+        "the change at the service",
+        Duration::from_secs(20),
+        records.revision("WS-SUB-3304").await == 5
+    );
+    let made = records.record("WS-SUB-3304").await;
+    // Then a PUT moves the record on to r6, and its event is delivered first.
+    let mut renamed = made.clone();
+    renamed["plan"] = json!("monthly, renamed");
+    records.put_record(&renamed).await;
+    let newer = records.record("WS-SUB-3304").await;
+    assert_eq!(newer["revision"], 6);
+    let put = serde_json::to_vec(&json!({
+        "id": "evt_test_put_r6", "type": "subscription.updated", "created": now(),
+        "subscription": "WS-SUB-3304", "account": "acct-7", "revision": 6, "record": newer,
+    }))
+    .unwrap();
+    let (status, answer) = deliver(&app, &put, Some(sign(SECRET.as_bytes(), now(), &put))).await;
+    assert_eq!(
+        (status, answer["verdict"].as_str()),
+        (200, Some("recorded"))
+    );
+    // The change's own event, older than what is known, arrives last: it still proves the
+    // change made under the key.
+    let change = serde_json::to_vec(&change_event(&key, "acct-7", "WS-SUB-3304", &made)).unwrap();
+    let (status, answer) =
+        deliver(&app, &change, Some(sign(SECRET.as_bytes(), now(), &change))).await;
+    assert_eq!(
+        (status, answer["verdict"].as_str()),
+        (200, Some("resolved")),
+        "{answer}"
+    );
+    let op = app.store.operation(&key).await.unwrap().unwrap();
+    assert_eq!(op.state, OpState::Applied);
+    let (revision, _, _) = app
+        .store
+        .known_record("WS-SUB-3304")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(revision, 6, "the known record is not taken back");
+    // The customer's next turn hears it, and nothing was sent again.
+    let again = outcome_of(&app.webhook(&request).await.1);
+    assert_eq!(again["status"], "applied", "{again}");
+    assert_eq!(records.revision("WS-SUB-3304").await, 6, "no second change");
+}
+
 /// A real event for the Style Box at r5, as the service would send it for `key`.
 fn change_event(key: &str, account: &str, subscription: &str, record: &Value) -> Value {
     let mut record = record.clone();
@@ -533,7 +588,7 @@ async fn an_event_naming_another_accounts_subscription_is_a_mismatch_and_changes
 }
 
 #[tokio::test]
-async fn a_record_moved_by_an_event_names_the_change_when_the_service_is_away() {
+async fn a_record_moved_by_an_event_is_told_when_the_service_is_away() {
     let port = free_port();
     let app = app_for(port, &["--subscriptions-timeout", TIMEOUT_S]).await;
     let service = service_process(port, Some(&app.events_url()), &[]).await;
@@ -551,11 +606,16 @@ async fn a_record_moved_by_an_event_names_the_change_when_the_service_is_away() 
     );
     drop(service);
     let outcome = outcome_of(&app.webhook(&request).await.1);
+    // Step 11 decides (the facts could not be read); what the event told comes with it.
     assert_eq!(outcome["status"], "blocked", "{outcome}");
-    assert_eq!(outcome["reason"], "benefit_loss_hidden", "{outcome}");
+    assert_eq!(outcome["reason"], "service_unavailable", "{outcome}");
     assert!(
         outcome["why"].as_str().unwrap().contains("charged early"),
         "the event's note names the change: {outcome}"
+    );
+    assert_eq!(
+        outcome["current"]["tag"], "WS-SUB-3304 stop_renewal r5",
+        "{outcome}"
     );
     assert!(
         app.store

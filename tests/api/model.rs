@@ -511,7 +511,8 @@ async fn play(held: bool, strict: bool, steps: &[Step]) -> Result<(), String> {
                             || store
                                 .start_approval(&key, "op-model", None)
                                 .await
-                                .map_err(|e| e.to_string())?);
+                                .map_err(|e| e.to_string())?
+                                .is_some());
                     let sending = approved
                         && if matches!(step, Step::CrashAfterClaim(_)) {
                             store.claim(&op).await.map_err(|e| e.to_string())?;
