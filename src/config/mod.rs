@@ -142,9 +142,20 @@ pub fn read_endpoints(
     }
     let text = env::substitute(text, var)
         .map_err(|unset| ConfigError::new(path, unset.key.clone(), unset.to_string()))?;
-    let mut file =
-        serde_yaml_ng::from_str::<EndpointsFile>(&text).map_err(|e| yaml_error(path, &e))?;
-    if let Ok(serde_yaml_ng::Value::Mapping(top)) = serde_yaml_ng::from_str(&text) {
+    // Merge keys (`<<: *anchor`) are merged, as Rasa's YAML reader merges them: a token
+    // merged in from an anchor is the token. A file without one is read from its text, so
+    // an error names its line.
+    let read: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&text).map_err(|e| yaml_error(path, &e))?;
+    let mut merged = read.clone();
+    merged.apply_merge().map_err(|e| yaml_error(path, &e))?;
+    let mut file = if merged == read {
+        serde_yaml_ng::from_str::<EndpointsFile>(&text)
+    } else {
+        EndpointsFile::deserialize(merged.clone())
+    }
+    .map_err(|e| yaml_error(path, &e))?;
+    if let serde_yaml_ng::Value::Mapping(top) = merged {
         file.unknown_sections = top
             .keys()
             .map(|k| match k {

@@ -47,6 +47,13 @@ impl Default for DataDir {
 }
 
 /// A key written with nothing after it (YAML's null) is the default.
+/// A key that is present is set: null (the key with nothing after it) is the empty text,
+/// for the check that refuses an empty secret; an absent key is `None` (the section's
+/// default).
+fn set_even_if_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Some(Option::<String>::deserialize(d)?.unwrap_or_default()))
+}
+
 fn or_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
@@ -256,6 +263,12 @@ pub struct ConsentSection {
     pub question: crate::consent::QuestionCheck,
     pub account_key: String,
     pub account_claim: String,
+    /// `signing_secret:` with nothing after it is set, and empty: an error, never "no
+    /// signing" (CONTRACT.md section 2).
+    #[serde(
+        deserialize_with = "set_even_if_empty",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub signing_secret: Option<String>,
     /// The longest a signed account token may be valid for, in seconds: its `exp` is
     /// required.

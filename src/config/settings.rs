@@ -269,6 +269,16 @@ impl Settings {
         let cors = CorsPolicy::new(args.cors.as_deref().unwrap_or_default())
             .map_err(|e| ConfigError::new("--cors", "cors", e))?;
         let action_endpoint = file.action_endpoint.as_ref();
+        // The same for the flag and its variable (clap drops an empty variable, so it is
+        // read too): set but empty is a mistake, never "no token".
+        let empty_env = std::env::var_os("ACTIONGATE_AUTH_TOKEN").is_some_and(|v| v.is_empty());
+        if empty_env || args.auth_token.as_deref().is_some_and(str::is_empty) {
+            return Err(ConfigError::new(
+                "--auth-token",
+                "auth_token",
+                "is empty (a secret that was not set?); leave it out to use action_endpoint.token",
+            ));
+        }
         if let Some(token) = action_endpoint.and_then(|a| a.token.as_deref()) {
             if token.is_empty() {
                 // Rasa sends no token then, and this server would require none: an unset
@@ -397,8 +407,7 @@ impl Settings {
                 auth_token: args
                     .auth_token
                     .clone()
-                    .or_else(|| action_endpoint.and_then(|a| a.token.clone()))
-                    .filter(|t| !t.is_empty()),
+                    .or_else(|| action_endpoint.and_then(|a| a.token.clone())),
                 token_name: server
                     .token_name
                     .clone()

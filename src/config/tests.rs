@@ -217,3 +217,70 @@ fn a_secret_left_unreplaced_or_empty_is_refused() {
     );
     assert_eq!(err.key, "actiongate.subscriptions.token", "{err}");
 }
+
+#[test]
+fn merge_keys_are_merged_as_rasas_reader_merges_them() {
+    let args = crate::cli::Cli::default_serve_args();
+    let text = "auth: &auth\n  token: s3cret\n  token_name: key\naction_endpoint:\n  <<: *auth\n  url: http://x/webhook\n";
+    let file = read_endpoints(text, &|_| None, Path::new("e.yml")).unwrap();
+    let endpoint = file.action_endpoint.as_ref().unwrap();
+    assert_eq!(endpoint.token.as_deref(), Some("s3cret"));
+    let settings = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap();
+    assert_eq!(settings.server.auth_token.as_deref(), Some("s3cret"));
+    assert_eq!(settings.server.token_name, "key");
+    // A key of the endpoint's own comes before the merged one's.
+    let text = "base: &base {token: merged}\naction_endpoint: {<<: *base, token: own}\n";
+    let file = read_endpoints(text, &|_| None, Path::new("e.yml")).unwrap();
+    assert_eq!(file.action_endpoint.unwrap().token.as_deref(), Some("own"));
+    // Merged into our section too, and still strict there.
+    let text = "c: &c {window_secs: 120}\nactiongate:\n  consent: {<<: *c}\n";
+    let file = read_endpoints(text, &|_| None, Path::new("e.yml")).unwrap();
+    let settings = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap();
+    assert_eq!(settings.consent.window, std::time::Duration::from_secs(120));
+    let text = "c: &c {windw_secs: 120}\nactiongate:\n  consent: {<<: *c}\n";
+    let err = read_endpoints(text, &|_| None, Path::new("e.yml")).unwrap_err();
+    assert!(err.reason.contains("windw_secs"), "{err}");
+}
+
+#[test]
+fn a_signing_secret_key_with_nothing_after_it_is_refused() {
+    let args = crate::cli::Cli::default_serve_args();
+    for text in [
+        "actiongate:\n  consent:\n    signing_secret:\n",
+        "actiongate:\n  consent:\n    signing_secret: ~\n",
+        "actiongate:\n  consent: {signing_secret: null}\n",
+    ] {
+        let file = read_endpoints(text, &|_| None, Path::new("e.yml")).unwrap();
+        let err = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap_err();
+        assert_eq!(
+            err.key, "actiongate.consent.signing_secret",
+            "{text}: {err}"
+        );
+    }
+    // Left out, there is no signing (and that is the default).
+    let file = read_endpoints(
+        "actiongate:\n  consent: {}\n",
+        &|_| None,
+        Path::new("e.yml"),
+    )
+    .unwrap();
+    let settings = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap();
+    assert!(settings.consent.identity.signing_secret.is_none());
+}
+
+#[test]
+fn an_empty_auth_token_flag_never_turns_the_files_token_off() {
+    let mut args = crate::cli::Cli::default_serve_args();
+    args.auth_token = Some(String::new());
+    let file = read_endpoints(
+        "action_endpoint:\n  url: http://x\n  token: s3cret\n",
+        &|_| None,
+        Path::new("e.yml"),
+    )
+    .unwrap();
+    let err = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap_err();
+    assert_eq!(err.key, "auth_token", "{err}");
+    args.auth_token = Some("flag".into());
+    let settings = Settings::from_parts(&args, &file, Path::new("e.yml")).unwrap();
+    assert_eq!(settings.server.auth_token.as_deref(), Some("flag"));
+}

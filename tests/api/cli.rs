@@ -218,6 +218,7 @@ fn serve_refuses_an_empty_signing_secret() {
     let endpoints = dir.path().join("endpoints.yml");
     for (file, env) in [
         ("actiongate:\n  consent: {signing_secret: \"\"}\n", None),
+        ("actiongate:\n  consent:\n    signing_secret:\n", None),
         ("", Some("")),
     ] {
         std::fs::write(&endpoints, file).unwrap();
@@ -243,6 +244,47 @@ fn serve_refuses_an_empty_signing_secret() {
             String::from_utf8_lossy(&out.stderr).contains("signing secret is set but empty"),
             "{}",
             String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// An auth token that is set but empty (a variable that was not exported) would turn
+/// authentication off, even over endpoints.yml's token: refused.
+#[test]
+fn serve_refuses_an_empty_auth_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoints = dir.path().join("endpoints.yml");
+    std::fs::write(
+        &endpoints,
+        "action_endpoint:\n  url: http://x\n  token: s3cret\n",
+    )
+    .unwrap();
+    for (flag, env) in [(Some(""), None), (None, Some(""))] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_actiongate"));
+        command
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--embedded-service-port",
+                "0",
+                "--data-dir",
+            ])
+            .arg(dir.path())
+            .arg("--endpoints")
+            .arg(&endpoints);
+        if let Some(value) = flag {
+            command.args(["--auth-token", value]);
+        }
+        if let Some(value) = env {
+            command.env("ACTIONGATE_AUTH_TOKEN", value);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag:?} {env:?}");
+        assert!(
+            stderr.contains("auth_token") && stderr.contains("empty"),
+            "{stderr}"
         );
     }
 }

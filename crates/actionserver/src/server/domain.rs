@@ -51,9 +51,13 @@ impl DomainCache {
                 }
                 Ok(Some(self.keep(domain, digest)))
             }
-            Some(Value::Object(_)) => Ok(self
-                .cached(digest)
-                .or_else(|| self.last.lock().unwrap_or_else(|e| e.into_inner()).clone())),
+            // `{}` is no domain: the digest's when it names one (an unknown digest is asked
+            // for, 449, never answered with another assistant's domain); the last one seen
+            // when there is no digest (rasa-sdk's callers send `{}` alone).
+            Some(Value::Object(_)) if digest.is_some() => Ok(self.cached(digest)),
+            Some(Value::Object(_)) => {
+                Ok(self.last.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            }
             Some(Value::Null) | None => Ok(self.cached(digest)),
             Some(other) => Ok(Some(Arc::new(other))),
         }
@@ -119,5 +123,20 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(empty["responses"]["utter_q"][0]["text"], "one");
+        // `{}` with a known digest: that digest's domain; with an unknown one: asked for,
+        // not answered with the last domain seen (another assistant's, perhaps).
+        let known = cache
+            .resolve(&request(
+                r#"{"next_action": "x", "domain": {}, "domain_digest": "D"}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        assert_eq!(known["responses"]["utter_q"][0]["text"], "one");
+        assert!(cache
+            .resolve(&request(
+                r#"{"next_action": "x", "domain": {}, "domain_digest": "E"}"#
+            ))
+            .unwrap()
+            .is_none());
     }
 }

@@ -288,7 +288,8 @@ impl Core {
         })
     }
 
-    /// The token, from Rasa's query parameter or `Authorization: Bearer`.
+    /// The token, from Rasa's query parameter or `Authorization: Bearer` (the scheme's name
+    /// in any letter case, as HTTP has it).
     fn authorize(&self, req: &HttpRequest) -> Result<(), ApiError> {
         let from_query = web::Query::<HashMap<String, String>>::from_query(req.query_string())
             .ok()
@@ -297,7 +298,7 @@ impl Core {
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(bearer)
             .map(|t| t.trim().to_owned());
         if self.token_accepted(
             [from_query, from_header]
@@ -508,4 +509,11 @@ async fn webhook(
         Some(answer) => Ok(HttpResponse::Ok().json(answer)),
         None => Ok(HttpResponse::Ok().json(Value::Null)),
     }
+}
+
+/// The credentials of an `Authorization` value in the Bearer scheme, its name matched in any
+/// letter case (RFC 9110, section 11.1).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }

@@ -549,13 +549,24 @@ async fn authentication_by_rasa_token_parameter_or_bearer() {
         .0,
         200
     );
-    let bearer = [("authorization", "Bearer t0ken")];
-    assert_eq!(
-        s.post("/webhook", body("count_events").to_string(), &bearer)
-            .await
-            .0,
-        200
-    );
+    // The scheme's name in any letter case; another scheme, or the wrong token, is refused.
+    for (value, status) in [
+        ("Bearer t0ken", 200),
+        ("bearer t0ken", 200),
+        ("BEARER t0ken", 200),
+        ("Basic t0ken", 401),
+        ("Bearer t0ke", 401),
+        ("Bearert0ken", 401),
+    ] {
+        let bearer = [("authorization", value)];
+        assert_eq!(
+            s.post("/webhook", body("count_events").to_string(), &bearer)
+                .await
+                .0,
+            status,
+            "{value}"
+        );
+    }
     let r = s
         .http
         .get(format!("{}/actions", s.url))
