@@ -563,20 +563,45 @@ pub fn session_identity(
             && events[s - 2].kind() == EventKind::Slot
             && book.fields(s - 2, &events[s - 2])?.name.as_deref() == Some(name))
     };
-    // A start that wrote none of its own only carried the earlier session's value over
-    // (with whatever rewrote it there): read from the earlier start, until one wrote its own.
-    let mut start = started;
-    while let Some(s) = start {
-        if wrote_own(s)? {
-            break;
+    // Whether a start carried a value over: a write of the slot inside it (after
+    // `session_started`, before its `action_listen` or the next customer message).
+    let carried = |s: usize| -> Result<bool, MalformedEvent> {
+        for (at, event) in events.iter().enumerate().skip(s + 1) {
+            match event.kind() {
+                EventKind::Slot if book.fields(at, event)?.name.as_deref() == Some(name) => {
+                    return Ok(true)
+                }
+                EventKind::Action if action_named(at, "action_listen")? => return Ok(false),
+                EventKind::User => return Ok(false),
+                _ => {}
+            }
         }
-        start = events[..s]
-            .iter()
-            .rposition(|e| e.kind() == EventKind::SessionStarted);
-    }
-    // Where the session's events begin: its pre-start write (the search above stops only
-    // at a start that wrote its own, two events after the write), or the window's first.
-    let from = start.map_or(0, |s| s - 2);
+        Ok(false)
+    };
+    let mut start = started;
+    let from = match started {
+        // The current start wrote nothing, of its own or carried over (slots not carried
+        // to new sessions): only what it wrote counts, which is nothing; an earlier
+        // session's value does not reach it.
+        Some(s) if !wrote_own(s)? && !carried(s)? => s,
+        _ => {
+            // A start that wrote none of its own only carried the earlier session's value
+            // over (with whatever rewrote it there): read from the earlier start, until one
+            // wrote its own.
+            while let Some(s) = start {
+                if wrote_own(s)? {
+                    break;
+                }
+                start = events[..s]
+                    .iter()
+                    .rposition(|e| e.kind() == EventKind::SessionStarted);
+            }
+            // Where the session's events begin: its pre-start write (the search above stops
+            // only at a start that wrote its own, two events after the write), or the
+            // window's first.
+            start.map_or(0, |s| s - 2)
+        }
+    };
     // Inside the start (after `session_started`, before its `action_listen`), and, in a
     // trimmed window, still among its first slot events.
     let mut starting = false;

@@ -820,6 +820,23 @@ fn an_identity_written_outside_a_sessions_start_is_seen_however_it_is_spelled() 
         action("action_listen"),
     ]);
     assert_eq!(identity(&carried), SessionIdentity::Rewritten);
+    // A later start that wrote nothing at all (slots not carried to new sessions, no
+    // metadata with the message): it has no account, whatever the earlier session had;
+    // and the same when the window begins at that start.
+    let mut nothing = start("a");
+    let later_start = [
+        action("action_session_start"),
+        json!({"event": "session_started", "timestamp": 5.0}),
+        action("action_listen"),
+        user("yes"),
+    ];
+    nothing.extend([user("hi"), action("action_listen")]);
+    nothing.extend(later_start.clone());
+    assert_eq!(identity(&nothing), SessionIdentity::Started(None));
+    assert_eq!(identity(&later_start), SessionIdentity::Started(None));
+    // ... and a rewrite in that session is still a rewrite.
+    nothing.push(meta("b"));
+    assert_eq!(identity(&nothing), SessionIdentity::Rewritten);
     // ... but a rewrite before a restart of the same session still counts.
     let mut before_restart = start("a");
     before_restart.extend([user("hi"), meta("b"), json!({"event": "restart"})]);
