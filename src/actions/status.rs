@@ -1,7 +1,7 @@
-//! `check_subscription_change`: resolves an outcome left unknown (the command was sent
-//! and no answer came) by asking the service about the same request key, reports a
-//! question still waiting for its yes or no, and a held change's state or its decision.
-//! Never sends a command.
+//! `check_subscription_change`: where the conversation's latest change stands (a question
+//! waiting for its yes or no, the confirmation's outcome after the reply, a held change's
+//! state or its decision), resolving an outcome left unknown by asking the service about
+//! the same request key. Never sends a command.
 
 use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult, Dispatcher};
 use crate::consent::identity::account;
@@ -23,48 +23,7 @@ impl Action for CheckSubscriptionChange {
             .map_err(|e| ActionError::rejected(e.to_string()))?;
         let outcome = match account.clone() {
             None => Outcome::not_authenticated(),
-            Some(account) => {
-                let store = guard.store();
-                let op = store
-                    .latest_for_sender(&tracker.sender_id)
-                    .await
-                    .map_err(ActionError::failed)?
-                    .filter(|op| op.account == account);
-                let held = store
-                    .latest_approval_for_sender(&tracker.sender_id)
-                    .await
-                    .map_err(ActionError::failed)?
-                    .filter(|a| a.account == account);
-                let waiting = awaiting_reply(&call, guard)?;
-                match (op, held) {
-                    // An unknown outcome first: no other change may be made before it is
-                    // resolved, and the customer must hear where it stands.
-                    (Some(op), _) if op.state == OpState::Unknown => {
-                        guard.reconcile(&op).await.map_err(ActionError::failed)?
-                    }
-                    _ if waiting.is_some() => Outcome {
-                        status: Status::Selected,
-                        reason: Some(Reason::AwaitingReply),
-                        effects: 0,
-                        current: waiting,
-                        why: None,
-                    },
-                    // A held change newer than any operation (or its own, once approved):
-                    // its state, or its decision's outcome.
-                    (op, Some(held))
-                        if op.as_ref().is_none_or(|op| {
-                            op.request_key == held.request_key || op.created_at < held.created_at
-                        }) =>
-                    {
-                        guard
-                            .approval_outcome(&held)
-                            .await
-                            .map_err(ActionError::failed)?
-                    }
-                    (Some(op), _) => guard.reconcile(&op).await.map_err(ActionError::failed)?,
-                    (None, _) => Outcome::blocked(Reason::NotSelected),
-                }
-            }
+            Some(account) => standing(guard, &call, &account).await?,
         };
         audit(
             &self.0,
@@ -76,37 +35,86 @@ impl Action for CheckSubscriptionChange {
         )
         .await?;
         let mut events = outcome_events(&outcome, dispatcher);
-        if outcome.reason == Some(Reason::AwaitingReply) {
+        if matches!(
+            outcome.reason,
+            Some(Reason::AwaitingReply | Reason::NotConfirmed)
+        ) {
             // The question again, as the next action, so the customer's next yes or no
-            // answers it: Rasa renders it from the change memory, which this action leaves
-            // as select wrote it, and the assistant's rules see the question's own step.
+            // answers it (after a reply that is not a yes it must be asked again: CONTRACT.md
+            // section 3): Rasa renders it from the change memory, which this action leaves as
+            // select wrote it, and the assistant's rules see the question's own step.
             events.push(OutEvent::followup(guard.config().confirm_response.clone()));
         }
         Ok(events)
     }
 }
 
-/// The terms of the latest question when it carries the change in memory and has no yes or
-/// no yet (CONTRACT.md section 4: `selected`/`awaiting_reply`): nothing can have been sent
-/// for it, so the assistant can only ask it again.
-fn awaiting_reply(call: &ActionCall<'_>, guard: &Guard) -> Result<Option<Terms>, ActionError> {
-    let inputs = ApplyInputs::from_tracker(call.tracker, None, guard.config())
+/// Where the conversation's latest change stands (CONTRACT.md section 4): after a question
+/// with no reply yet, `selected`/`awaiting_reply`; after a reply, the confirmation's
+/// outcome (a yes: [`Guard::standing`]; anything else: what apply answers for it); with no
+/// question for the change in memory (nothing selected, or its question gone with a
+/// restart or an earlier session), the conversation's latest recorded change, held or
+/// sent, or `blocked`/`not_selected`. An unknown outcome comes first: no other change of
+/// its subscription may be made before it is resolved, and the customer must hear where it
+/// stands.
+async fn standing(
+    guard: &Guard,
+    call: &ActionCall<'_>,
+    account: &str,
+) -> Result<Outcome, ActionError> {
+    let tracker = call.tracker;
+    let store = guard.store();
+    let op = store
+        .latest_for_sender(&tracker.sender_id)
+        .await
+        .map_err(ActionError::failed)?
+        .filter(|op| op.account == account);
+    if let Some(op) = op.as_ref().filter(|op| op.state == OpState::Unknown) {
+        return guard.reconcile(op).await.map_err(ActionError::failed);
+    }
+    let inputs = ApplyInputs::from_tracker(tracker, None, guard.config())
         .map_err(|e| ActionError::rejected(e.to_string()))?;
-    Ok(match check_conversation(&inputs, guard.config()) {
-        Err(refused)
-            if matches!(
-                refused.reason,
-                Some(Reason::NotAnswered | Reason::NotConfirmed)
-            ) =>
-        {
+    match check_conversation(&inputs, guard.config()) {
+        Ok(confirmation) => guard
+            .standing(&confirmation)
+            .await
+            .map_err(ActionError::failed),
+        Err(refused) if refused.reason == Some(Reason::NotAnswered) => {
             let memory = &inputs.memory;
-            Some(Terms {
-                tag: memory.tag.clone().unwrap_or_default(),
-                label: memory.label.clone().unwrap_or_default(),
-                effective: memory.effective.clone().unwrap_or_default(),
-                entitlements: memory.entitlements.clone().unwrap_or_default(),
+            Ok(Outcome {
+                status: Status::Selected,
+                reason: Some(Reason::AwaitingReply),
+                effects: 0,
+                current: Some(Terms {
+                    tag: memory.tag.clone().unwrap_or_default(),
+                    label: memory.label.clone().unwrap_or_default(),
+                    effective: memory.effective.clone().unwrap_or_default(),
+                    entitlements: memory.entitlements.clone().unwrap_or_default(),
+                }),
+                why: None,
             })
         }
-        _ => None,
-    })
+        Err(refused) if matches!(refused.reason, Some(Reason::NotSelected | Reason::NotAsked)) => {
+            let held = store
+                .latest_approval_for_sender(&tracker.sender_id)
+                .await
+                .map_err(ActionError::failed)?
+                .filter(|a| a.account == account);
+            match (op, held) {
+                // A held change newer than any operation (or its own, once approved): its
+                // state, or its decision's outcome.
+                (op, Some(held))
+                    if op.as_ref().is_none_or(|op| {
+                        op.request_key == held.request_key || op.created_at < held.created_at
+                    }) =>
+                {
+                    guard.approval_outcome(&held).await
+                }
+                (Some(op), _) => guard.reconcile(&op).await,
+                (None, _) => Ok(Outcome::blocked(Reason::NotSelected)),
+            }
+            .map_err(ActionError::failed)
+        }
+        Err(refused) => Ok(refused),
+    }
 }

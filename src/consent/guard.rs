@@ -323,7 +323,7 @@ impl Guard {
                 return self.replay(op).await;
             }
             // R2: another confirmation's command for this subscription is unresolved.
-            ClaimToSend::Refused(_) => Some(pending()),
+            ClaimToSend::Refused(_) => Some(pending().with_current(Some(current.clone()))),
             ClaimToSend::BudgetSpent => {
                 Some(Outcome::blocked(Reason::RateLimited).with_current(Some(current.clone())))
             }
@@ -344,6 +344,50 @@ impl Guard {
         .await?;
         decided(&command, &outcome);
         Ok(outcome)
+    }
+
+    /// Where a confirmed "yes" stands, for `check_subscription_change`, with nothing claimed,
+    /// spent or sent: its operation's outcome (an unknown one resolved by asking the
+    /// service), or its held change's; without either, what apply would answer now at
+    /// R2 and steps 11 to 14 (another change of the subscription unresolved, the service
+    /// away, not the account's, the terms moved, the budget spent), or `selected` with the
+    /// current terms when none of them would refuse: the yes has not been acted on.
+    pub async fn standing(&self, confirmation: &Confirmation) -> Result<Outcome, StoreError> {
+        let key = &confirmation.request_key;
+        let repeats = self
+            .store
+            .repeats(key, &confirmation.tag.subscription)
+            .await?;
+        if let Some(op) = repeats.mine {
+            return self.reconcile(&op).await;
+        }
+        if repeats.held {
+            if let Some(held) = self.store.approval(key).await? {
+                return self.approval_outcome(&held).await;
+            }
+        }
+        if repeats.open.is_some() {
+            return Ok(pending());
+        }
+        let current = match self.read_and_compare(confirmation).await {
+            Ok((current, _)) => current,
+            Err(refusal) => return Ok(refusal),
+        };
+        let rate = self.config.rate;
+        if !self
+            .store
+            .token_available(&confirmation.account, rate.capacity, rate.per_second)
+            .await?
+        {
+            return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
+        }
+        Ok(Outcome {
+            status: super::outcome::Status::Selected,
+            reason: None,
+            effects: 0,
+            current: Some(current),
+            why: None,
+        })
     }
 
     /// Steps 11 to 13: reads the record and compares it with the confirmation; the current
@@ -396,7 +440,7 @@ impl Guard {
     }
 
     /// The outcome of an operation that already exists: final as recorded; in flight,
-    /// waited for briefly; unknown, reconciled.
+    /// waited for briefly; unknown, or left by a sender that stopped, reconciled.
     pub(super) async fn replay(&self, mut op: Operation) -> Result<Outcome, StoreError> {
         let deadline = tokio::time::Instant::now() + self.config.in_flight_wait;
         while matches!(op.state, OpState::Claimed | OpState::Sent)
@@ -409,9 +453,14 @@ impl Guard {
                 None => return Ok(Outcome::blocked(Reason::ServiceUnavailable)),
             }
         }
+        let left = now_ms() - op.updated_at >= self.config.in_flight_wait.as_millis() as i64;
         match op.state {
             OpState::Applied | OpState::Failed => Ok(recorded(&op)),
             OpState::Unknown => self.reconcile(&op).await,
+            // Left claimed or sent past the wait (longer than any sender waits for its
+            // answer): its sender stopped. Resolved as the reconciler resolves it, by the
+            // service's answer about the key (a claim never sent is taken back).
+            OpState::Claimed | OpState::Sent if left => self.reconcile(&op).await,
             OpState::Claimed | OpState::Sent => Ok(pending()),
         }
     }

@@ -88,7 +88,7 @@ impl ConfirmedChange {
                 .await?;
                 Ending::Applied
             }
-            CommandOutcome::Stale(record) => Ending::Failed(
+            CommandOutcome::Stale(Some(record)) => Ending::Failed(
                 Outcome::blocked(Reason::StaleAtService)
                     .with_current(current_terms(
                         &record,
@@ -97,6 +97,8 @@ impl ConfirmedChange {
                     ))
                     .with_why(record.why_since_as(c.tag.revision, c.revision_format)),
             ),
+            // Refused as stale, the record as it is now not read: its terms unknown.
+            CommandOutcome::Stale(None) => Ending::Failed(Outcome::blocked(Reason::StaleAtService)),
             CommandOutcome::InFlight => Ending::Unknown,
             CommandOutcome::Unknown(why) => {
                 tracing::warn!(request_key = %key, %why, "the command's outcome is unknown");
@@ -114,11 +116,12 @@ impl ConfirmedChange {
             }
             CommandOutcome::Rejected { status, message } => {
                 tracing::warn!(request_key = %key, status, %message, "the service refused the command");
+                // The terms step 11 read are still the newest known: the refusal moved nothing.
                 Ending::Failed(Outcome {
                     status: Status::Failed,
                     reason: Some(Reason::ServiceRejected),
                     effects: 0,
-                    current: None,
+                    current: Some(self.current.clone()),
                     why: Some(message),
                 })
             }

@@ -322,13 +322,15 @@ impl ServiceClient {
                 },
                 409 => CommandOutcome::InFlight,
                 410 => CommandOutcome::Voided,
-                412 => match serde_json::from_slice::<Subscription>(&body) {
-                    Ok(record) => CommandOutcome::Stale(Box::new(record)),
-                    Err(_) => CommandOutcome::Rejected {
-                        status: 412,
-                        message: "the record changed".into(),
-                    },
-                },
+                412 => CommandOutcome::Stale(
+                    serde_json::from_slice::<Subscription>(&body)
+                        .ok()
+                        .map(Box::new),
+                ),
+                // Accepted, without the change made: whether it will be is not known.
+                s @ 202..=299 => CommandOutcome::Unknown(format!(
+                    "the service answered {s} without the change it made"
+                )),
                 s if s >= 500 => CommandOutcome::Unknown(format!("the service answered {s}")),
                 s => CommandOutcome::Rejected {
                     status: s,

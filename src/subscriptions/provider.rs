@@ -103,8 +103,10 @@ pub enum CommandOutcome {
         replayed: bool,
         contradiction: Option<String>,
     },
-    /// 412: the record moved; nothing happened. The current record.
-    Stale(Box<Subscription>),
+    /// 412: the record moved; nothing happened. The current record, when it could be read
+    /// (a 412 whose body is not a record, a moved Stripe record whose product could not be
+    /// read: still stale, its terms unknown).
+    Stale(Option<Box<Subscription>>),
     /// 409: a command with this key is still in flight.
     InFlight,
     /// The command was sent and no answer came back (timeout, lost connection, 5xx): it

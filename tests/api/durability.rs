@@ -76,6 +76,7 @@ on_both!(
     a_dropped_connection_after_the_command_is_pending_until_checked,
     a_service_stalled_past_the_timeout_is_pending_until_checked,
     a_crash_between_sending_and_recording_is_reconciled,
+    a_crash_between_sending_and_recording_is_resolved_by_a_repeat,
     the_rate_limit_is_shared_by_replicas,
     the_audit_trail_records_every_decision,
     a_burst_of_audit_entries_is_kept_whole_and_in_order,
@@ -845,6 +846,88 @@ async fn a_crash_between_sending_and_recording_is_reconciled(backend: Backend) {
     }
     let again = outcome_of(&post(&restarted.url, &request).await);
     assert_eq!(again["status"], "applied");
+    assert_eq!(faulty.commands_forwarded(), 1, "no change doubled");
+    assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
+}
+
+/// The same crash, resolved by the customer's repeat rather than the reconciler (CONTRACT.md
+/// section 4: "by `check_subscription_change`, a repeat, or the reconciler"): the repeat
+/// finds the operation left sent past the wait, asks the service about its key, and answers
+/// `applied`, with no second command.
+async fn a_crash_between_sending_and_recording_is_resolved_by_a_repeat(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database_url(backend, dir.path()).await;
+    let service = service(dir.path()).await;
+    let faulty = FaultyService::start(&service, Fault::Slow(Duration::from_millis(1500))).await;
+    let server = serve_process(
+        dir.path(),
+        &db,
+        &faulty.url,
+        &["--subscriptions-timeout", "10"],
+    )
+    .await;
+    let probe = app_on(&db, &service, &[]).await;
+    let (_, request) = confirmed(&probe, "crash-repeat", "WS-SUB-3304", "stop_renewal").await;
+    let url = server.url.clone();
+    let call = tokio::spawn({
+        let request = request.clone();
+        async move {
+            reqwest::Client::new()
+                .post(format!("{url}/webhook"))
+                .json(&request)
+                .send()
+                .await
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while faulty.commands_forwarded() == 0 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut server = server;
+    let _ = Command::new("kill")
+        .args(["-9", &server.child.id().to_string()])
+        .status();
+    let _ = server.child.wait();
+    assert!(
+        call.await.unwrap().is_err(),
+        "the call died with the server"
+    );
+    let store = Store::connect(&db).await.unwrap();
+    let left = store
+        .latest_for_sender("crash-repeat")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(left.state, OpState::Sent, "sent, never recorded");
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
+    // Another replica, whose reconciler finds the operation too young at its first round
+    // (untouched for less than twice the timeout and a second) and comes back in 30 s: the
+    // repeat, after waiting out the command's time, resolves it.
+    faulty.set(Fault::Pass);
+    let replica = app_on(&db, &faulty.url, &["--subscriptions-timeout", "2"]).await;
+    assert_eq!(
+        store
+            .operation(&left.request_key)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        OpState::Sent,
+        "nothing else resolved it"
+    );
+    let again = outcome_of(&post(&replica.url, &request).await);
+    assert_eq!(again["status"], "applied", "{again}");
+    assert_eq!(
+        store
+            .operation(&left.request_key)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        OpState::Applied
+    );
     assert_eq!(faulty.commands_forwarded(), 1, "no change doubled");
     assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
 }

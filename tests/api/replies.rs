@@ -663,14 +663,25 @@ async fn a_yes_after_another_bot_message_answers_that_message() {
     assert_changed_once(&app).await;
 }
 
-/// "Did it go through?" right after the question: waiting for a yes or a no to the terms in
-/// memory, nothing sent; check asks the question again (Rasa renders it from memory), and
+/// Check between the question and its reply (CONTRACT.md section 4): with no reply yet (a
+/// check triggered from outside, as `trigger_intent` writes it), waiting for a yes or a no
+/// to the terms in memory; after "Did it go through?" typed right after the question (the
+/// reply, and not a yes: section 3), the confirmation's outcome, `not_confirmed`. Either
+/// way nothing is sent and check asks the question again (Rasa renders it from memory), and
 /// the yes to that question counts.
 #[tokio::test]
 async fn check_between_the_question_and_its_reply_says_it_is_waiting() {
     let app = spawn_app().await;
     let mut c = asked(&app, "did-it").await;
-    c.user("did it go through?", "check_change", &[]);
+    let followup = |body: &Value| {
+        body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["event"] == "followup")
+            .map(|e| e["name"].clone())
+    };
+    c.user("EXTERNAL: check_change", "check_change", &[]);
     let (status, body) = c.run(&app, "check_subscription_change").await.unwrap();
     assert_eq!(status, 200, "{body}");
     let outcome = outcome_of(&body);
@@ -681,13 +692,23 @@ async fn check_between_the_question_and_its_reply_says_it_is_waiting() {
         "utter_subscription_change_awaiting_reply"
     );
     // The question again, as the next action Rasa runs (it renders it from memory).
-    let followup = body["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["event"] == "followup");
     assert_eq!(
-        followup.map(|e| e["name"].clone()),
+        followup(&body),
+        Some(json!("utter_confirm_subscription_change"))
+    );
+    assert_untouched(&app).await;
+    // Typed by the customer, the same words are the question's reply: not a yes.
+    let mut c = asked(&app, "did-it-typed").await;
+    c.user("did it go through?", "check_change", &[]);
+    let (_, body) = c.run(&app, "check_subscription_change").await.unwrap();
+    let outcome = outcome_of(&body);
+    assert_outcome(&outcome, "blocked", Some("not_confirmed"));
+    assert_eq!(
+        body["responses"][0]["response"],
+        "utter_subscription_change_blocked"
+    );
+    assert_eq!(
+        followup(&body),
         Some(json!("utter_confirm_subscription_change"))
     );
     assert_untouched(&app).await;
@@ -698,6 +719,45 @@ async fn check_between_the_question_and_its_reply_says_it_is_waiting() {
     let (_, body) = c.run(&app, "check_subscription_change").await.unwrap();
     assert_outcome(&outcome_of(&body), "applied", None);
     assert_changed_once(&app).await;
+}
+
+/// Check reports the conversation's latest change, never an earlier one's outcome in its
+/// place: a "no" to a second change is `declined`, a "yes" the service's facts refuse is
+/// that refusal, though the first change was applied in the same conversation.
+#[tokio::test]
+async fn check_reports_the_latest_change_not_an_earlier_ones_outcome() {
+    let app = spawn_app().await;
+    let mut c = Chat::new("two-changes", Some("acct-7"));
+    c.request_change(&app, "WS-SUB-3310", "stop_renewal")
+        .await
+        .unwrap();
+    assert_outcome(&c.say_yes_and_apply(&app).await, "applied", None);
+    // The second change is declined.
+    c.request_change(&app, "WS-SUB-3304", "stop_renewal")
+        .await
+        .unwrap();
+    c.user("no", "deny", &[]);
+    assert_outcome(&c.apply(&app).await, "blocked", Some("declined"));
+    let (_, body) = c.run(&app, "check_subscription_change").await.unwrap();
+    assert_outcome(&outcome_of(&body), "blocked", Some("declined"));
+    // Asked again and confirmed, but the record moved before the apply: blocked, and check
+    // says so (with the terms as they are now), not the first change's `applied`.
+    c.ask_confirmation();
+    c.user("yes", "affirm", &[]);
+    app.service.charge_october_box_early().await;
+    assert_outcome(&c.apply(&app).await, "blocked", Some("benefit_loss_hidden"));
+    let (_, body) = c.run(&app, "check_subscription_change").await.unwrap();
+    let outcome = outcome_of(&body);
+    assert_outcome(&outcome, "blocked", Some("benefit_loss_hidden"));
+    assert_eq!(
+        outcome["current"]["tag"], "WS-SUB-3304 stop_renewal r5",
+        "{outcome}"
+    );
+    assert_eq!(
+        app.revision("WS-SUB-3304").await,
+        5,
+        "only the service's own change"
+    );
 }
 
 /// `consent.reply_words` adds words: another language's yes.

@@ -97,7 +97,7 @@ async fn every_answer_maps_to_an_outcome() {
         .send_change(&change("WS-SUB-3310", "stop_renewal", 1, "k2"))
         .await;
     assert!(
-        matches!(&stale, CommandOutcome::Stale(record) if record.revision == 2),
+        matches!(&stale, CommandOutcome::Stale(Some(record)) if record.revision == 2),
         "{stale:?}"
     );
     let unknown = client
@@ -353,4 +353,31 @@ async fn the_record_is_read_over_tls() {
         matches!(&read, Ok(Some(record)) if record.revision > 0),
         "{read:?}"
     );
+}
+
+/// Answers outside section 6's list, mapped so that nothing is concluded that the answer
+/// does not say: a 412 whose body is not a record is still stale (nothing was made; the
+/// terms now unknown), and a 2xx other than 200 and 201 (the service took the command
+/// without the change it made) is unknown, never failed.
+#[tokio::test]
+async fn a_412_without_a_record_is_stale_and_an_accepted_command_is_unknown() {
+    for (status, body, expected) in [
+        ("412 Precondition Failed", "the record changed", "stale"),
+        ("412 Precondition Failed", "{}", "stale"),
+        ("202 Accepted", "{}", "unknown"),
+        ("204 No Content", "", "unknown"),
+    ] {
+        let (url, seen) = testing::service(Duration::ZERO, status, body, None).await;
+        let client = ServiceClient::new(&url, Duration::from_secs(5), None).unwrap();
+        let outcome = client
+            .send_change(&change("WS-SUB-3304", "stop_renewal", 4, "k-odd"))
+            .await;
+        let got = match outcome {
+            CommandOutcome::Stale(None) => "stale",
+            CommandOutcome::Unknown(_) => "unknown",
+            ref other => panic!("{status}: {other:?}"),
+        };
+        assert_eq!(got, expected, "{status} {body:?}");
+        assert_eq!(seen.received.load(Ordering::SeqCst), 1, "sent once");
+    }
 }
