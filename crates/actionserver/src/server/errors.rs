@@ -127,7 +127,9 @@ impl ResponseError for ApiError {
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            Self::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            // A body that cannot be read is an invalid request (CONTRACT.md section 0: 400,
+            // which Rasa takes as a rejection and reads `action_name` from), not 415.
+            Self::UnsupportedEncoding(_) => StatusCode::BAD_REQUEST,
             Self::ActionFailed { .. } | Self::TimedOut { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable | Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::TooSlow => StatusCode::REQUEST_TIMEOUT,
