@@ -395,8 +395,8 @@ impl Facts {
         }
     }
 
-    /// What moved from `earlier` to these facts, in words; `None` when nothing a customer
-    /// reads moved (the fingerprint may still have, for example on a new invoice).
+    /// What moved from `earlier` to these facts, in words: each field of the fingerprint
+    /// that moved; `None` when none did.
     pub fn why_from(&self, earlier: &Facts) -> Option<String> {
         let mut moved = Vec::new();
         if earlier.period_end != self.period_end {
@@ -433,6 +433,25 @@ impl Facts {
         }
         if earlier.paused != self.paused {
             moved.push("its payment collection was paused or resumed".into());
+        }
+        // The rest of the fingerprint, in words too: every move of it is a new revision the
+        // customer must hear about (CONTRACT.md section 8, `why`).
+        let same_items = |a: &Line, b: &Line| a.price == b.price && a.product == b.product;
+        if earlier.price_text() == self.price_text()
+            && (earlier.lines.len() != self.lines.len()
+                || !earlier
+                    .lines
+                    .iter()
+                    .zip(&self.lines)
+                    .all(|(a, b)| same_items(a, b)))
+        {
+            moved.push("its items changed to another price or product at the same amount".into());
+        }
+        if earlier.latest_invoice != self.latest_invoice {
+            moved.push(match &self.latest_invoice {
+                Some(invoice) => format!("a new invoice was issued ({invoice})"),
+                None => "its latest invoice changed".into(),
+            });
         }
         if moved.is_empty() {
             return None;

@@ -115,10 +115,23 @@ fn the_why_says_what_moved_in_words() {
         "The period's end moved from 2027-01-01 00:00 UTC to 2027-02-01 00:00 UTC; \
          the price changed from 12.00 USD a month to 15.00 USD a month."
     );
+    // Every field of the fingerprint is told when it moves, the invoice and the items'
+    // prices and products too; nothing moved, nothing told.
     assert_eq!(
-        facts(json!({"latest_invoice": "in_9"})).why_from(&shown),
-        None
+        facts(json!({"latest_invoice": "in_9"}))
+            .why_from(&shown)
+            .unwrap(),
+        "A new invoice was issued (in_9)."
     );
+    let other_price = facts(json!({"items": {"data": [{"quantity": 1,
+        "plan": {"id": "plan_other", "amount": 1200, "currency": "usd", "interval": "month",
+                 "product": "prod_box"}}]}}));
+    assert_eq!(other_price.price_text(), shown.price_text());
+    assert_eq!(
+        other_price.why_from(&shown).unwrap(),
+        "Its items changed to another price or product at the same amount."
+    );
+    assert_eq!(facts(json!({})).why_from(&shown), None);
     let note = now.note_from(&shown, 0).unwrap();
     assert_eq!(note.revision, shown.fingerprint());
 }
