@@ -65,7 +65,10 @@ async fn stand_in(read: Value, status: u16, written: Value) -> (String, Arc<Mute
                         first.next().unwrap().to_owned(),
                     );
                     let product = json!({"id": "prod_box", "name": "Style Box"});
-                    let (code, answer) = if path.starts_with("/v1/products/") {
+                    let gone = json!({"error": {"message": "unavailable"}});
+                    let (code, answer) = if path.starts_with("/v1/products/prod_gone") {
+                        (500, &gone)
+                    } else if path.starts_with("/v1/products/") {
                         (200, &product)
                     } else if method == "GET" {
                         (200, &read)
@@ -238,6 +241,21 @@ async fn a_write_that_raced_another_writer_stands_and_is_escalated() {
         why.contains("another writer") && why.contains("20.00 USD"),
         "{why}"
     );
+}
+
+/// Moved, and its product's name cannot be read (Stripe answers 500): still stale, nothing
+/// sent, the terms now unknown (never `failed`: the command was not made).
+#[tokio::test]
+async fn a_moved_record_whose_product_cannot_be_read_is_stale() {
+    let mut moved = record(false, 2000);
+    moved["items"]["data"][0]["plan"]["product"] = json!("prod_gone");
+    let (url, seen) = stand_in(moved, 200, record(true, 2000)).await;
+    let outcome = send(&url, fingerprint(&record(false, 1000))).await;
+    assert!(
+        matches!(outcome, CommandOutcome::Stale(None)),
+        "{outcome:?}"
+    );
+    assert!(writes(&seen).is_empty(), "nothing sent");
 }
 
 #[tokio::test]
