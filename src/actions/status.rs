@@ -7,6 +7,7 @@ use super::{audit, outcome_events, Action, ActionCall, ActionError, ActionResult
 use crate::consent::identity::account;
 use crate::consent::{check_conversation, ApplyInputs, Guard, Outcome, Reason, Status, Terms};
 use crate::store::OpState;
+use crate::subscriptions::model::Tag;
 use actionserver::OutEvent;
 
 pub struct CheckSubscriptionChange(pub Guard);
@@ -72,8 +73,20 @@ async fn standing(
     if let Some(op) = op.as_ref().filter(|op| op.state == OpState::Unknown) {
         return guard.reconcile(op).await.map_err(ActionError::failed);
     }
-    let inputs = ApplyInputs::from_tracker(tracker, None, guard.config())
+    let mut inputs = ApplyInputs::from_tracker(tracker, None, guard.config())
         .map_err(|e| ActionError::rejected(e.to_string()))?;
+    // Check names no change of its own: it asks after the one in memory, whatever the
+    // requested-target slots hold now (Mantle's tool passes none), so step 4 compares the
+    // tag with itself.
+    if let Some(tag) = inputs
+        .memory
+        .tag
+        .as_deref()
+        .and_then(|t| Tag::parse_as(t, guard.config().revision_format))
+    {
+        inputs.requested_subscription = Some(tag.subscription);
+        inputs.requested_change_type = Some(tag.change_type);
+    }
     match check_conversation(&inputs, guard.config()) {
         Ok(confirmation) => guard
             .standing(&confirmation)
