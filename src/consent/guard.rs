@@ -233,12 +233,7 @@ impl Guard {
         // is looked at but not spent, and the change is stored as held; nothing is sent.
         let rules = &self.config.approval;
         if let Some(rule) = rules.holds(&confirmation.account, &op.change_type, review) {
-            let rate = self.config.rate;
-            if !self
-                .store
-                .token_available(&confirmation.account, rate.capacity, rate.per_second)
-                .await?
-            {
+            if !self.budget_left(&confirmation.account).await? {
                 return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
             }
             // One open hold per subscription, and a few per account, so a burst of holds
@@ -373,12 +368,7 @@ impl Guard {
             Ok((current, _)) => current,
             Err(refusal) => return Ok(refusal),
         };
-        let rate = self.config.rate;
-        if !self
-            .store
-            .token_available(&confirmation.account, rate.capacity, rate.per_second)
-            .await?
-        {
+        if !self.budget_left(&confirmation.account).await? {
             return Ok(Outcome::blocked(Reason::RateLimited).with_current(Some(current)));
         }
         Ok(Outcome {
@@ -388,6 +378,14 @@ impl Guard {
             current: Some(current),
             why: None,
         })
+    }
+
+    /// Step 14 looked at, not spent: whether the account's budget has a token left.
+    async fn budget_left(&self, account: &str) -> Result<bool, StoreError> {
+        let rate = self.config.rate;
+        self.store
+            .token_available(account, rate.capacity, rate.per_second)
+            .await
     }
 
     /// Steps 11 to 13: reads the record and compares it with the confirmation; the current

@@ -210,40 +210,51 @@ fn serve_refuses_a_certificate_or_key_it_cannot_read_naming_the_file() {
     }
 }
 
+/// `actiongate serve` on `endpoints` (in `dir`, with `args` and one environment variable
+/// set), expected to refuse to start: its error output.
+fn serve_refused(dir: &Path, endpoints: &str, args: &[&str], env: Option<(&str, &str)>) -> String {
+    let file = dir.join("endpoints.yml");
+    std::fs::write(&file, endpoints).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_actiongate"));
+    command
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--embedded-service-port",
+            "0",
+            "--data-dir",
+        ])
+        .arg(dir)
+        .arg("--endpoints")
+        .arg(&file)
+        .args(args);
+    if let Some((name, value)) = env {
+        command.env(name, value);
+    }
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "{endpoints:?} {args:?} {env:?} started: {stderr}"
+    );
+    stderr
+}
+
 /// A signing secret that is set but empty would trust unsigned account ids: refused, in
 /// the environment and in endpoints.yml (CONTRACT.md section 2).
 #[test]
 fn serve_refuses_an_empty_signing_secret() {
     let dir = tempfile::tempdir().unwrap();
-    let endpoints = dir.path().join("endpoints.yml");
     for (file, env) in [
         ("actiongate:\n  consent: {signing_secret: \"\"}\n", None),
         ("actiongate:\n  consent:\n    signing_secret:\n", None),
-        ("", Some("")),
+        ("", Some(("ACTIONGATE_SIGNING_SECRET", ""))),
     ] {
-        std::fs::write(&endpoints, file).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_actiongate"));
-        command
-            .args([
-                "serve",
-                "--port",
-                "0",
-                "--embedded-service-port",
-                "0",
-                "--data-dir",
-            ])
-            .arg(dir.path())
-            .arg("--endpoints")
-            .arg(&endpoints);
-        if let Some(value) = env {
-            command.env("ACTIONGATE_SIGNING_SECRET", value);
-        }
-        let out = command.output().unwrap();
-        assert!(!out.status.success(), "{file:?} {env:?}");
+        let stderr = serve_refused(dir.path(), file, &[], env);
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("signing secret is set but empty"),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            stderr.contains("signing secret is set but empty"),
+            "{stderr}"
         );
     }
 }
@@ -253,35 +264,12 @@ fn serve_refuses_an_empty_signing_secret() {
 #[test]
 fn serve_refuses_an_empty_auth_token() {
     let dir = tempfile::tempdir().unwrap();
-    let endpoints = dir.path().join("endpoints.yml");
-    std::fs::write(
-        &endpoints,
-        "action_endpoint:\n  url: http://x\n  token: s3cret\n",
-    )
-    .unwrap();
-    for (flag, env) in [(Some(""), None), (None, Some(""))] {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_actiongate"));
-        command
-            .args([
-                "serve",
-                "--port",
-                "0",
-                "--embedded-service-port",
-                "0",
-                "--data-dir",
-            ])
-            .arg(dir.path())
-            .arg("--endpoints")
-            .arg(&endpoints);
-        if let Some(value) = flag {
-            command.args(["--auth-token", value]);
-        }
-        if let Some(value) = env {
-            command.env("ACTIONGATE_AUTH_TOKEN", value);
-        }
-        let out = command.output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{flag:?} {env:?}");
+    let file = "action_endpoint:\n  url: http://x\n  token: s3cret\n";
+    for (args, env) in [
+        (&["--auth-token", ""][..], None),
+        (&[][..], Some(("ACTIONGATE_AUTH_TOKEN", ""))),
+    ] {
+        let stderr = serve_refused(dir.path(), file, args, env);
         assert!(
             stderr.contains("auth_token") && stderr.contains("empty"),
             "{stderr}"

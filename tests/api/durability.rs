@@ -772,7 +772,19 @@ async fn a_service_stalled_past_the_timeout_is_pending_until_checked(backend: Ba
     assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
 }
 
-async fn a_crash_between_sending_and_recording_is_reconciled(backend: Backend) {
+/// A server killed (SIGKILL) while its command is at the service: the command is made
+/// there (1.5 s later), the operation is left sent, never recorded.
+struct Crashed {
+    _dir: tempfile::TempDir,
+    db: String,
+    service: String,
+    faulty: FaultyService,
+    request: Value,
+    store: Store,
+    left: Operation,
+}
+
+async fn crash_while_sending(backend: Backend, sender: &str) -> Crashed {
     let dir = tempfile::tempdir().unwrap();
     let db = database_url(backend, dir.path()).await;
     let service = service(dir.path()).await;
@@ -785,7 +797,7 @@ async fn a_crash_between_sending_and_recording_is_reconciled(backend: Backend) {
     )
     .await;
     let probe = app_on(&db, &service, &[]).await;
-    let (_, request) = confirmed(&probe, "crash", "WS-SUB-3304", "stop_renewal").await;
+    let (_, request) = confirmed(&probe, sender, "WS-SUB-3304", "stop_renewal").await;
     let url = server.url.clone();
     let call = tokio::spawn({
         let request = request.clone();
@@ -813,10 +825,31 @@ async fn a_crash_between_sending_and_recording_is_reconciled(backend: Backend) {
         "the call died with the server"
     );
     let store = Store::connect(&db).await.unwrap();
-    let pending = store.latest_for_sender("crash").await.unwrap().unwrap();
-    assert_eq!(pending.state, OpState::Sent, "sent, never recorded");
+    let left = store.latest_for_sender(sender).await.unwrap().unwrap();
+    assert_eq!(left.state, OpState::Sent, "sent, never recorded");
     tokio::time::sleep(Duration::from_millis(1600)).await;
     assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
+    Crashed {
+        _dir: dir,
+        db,
+        service,
+        faulty,
+        request,
+        store,
+        left,
+    }
+}
+
+async fn a_crash_between_sending_and_recording_is_reconciled(backend: Backend) {
+    let Crashed {
+        _dir: dir,
+        db,
+        service,
+        faulty,
+        request,
+        store,
+        left: pending,
+    } = crash_while_sending(backend, "crash").await;
     // Restarted: the reconciler resolves the operation.
     faulty.set(Fault::Pass);
     let restarted = serve_process(
@@ -855,53 +888,15 @@ async fn a_crash_between_sending_and_recording_is_reconciled(backend: Backend) {
 /// finds the operation left sent past the wait, asks the service about its key, and answers
 /// `applied`, with no second command.
 async fn a_crash_between_sending_and_recording_is_resolved_by_a_repeat(backend: Backend) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = database_url(backend, dir.path()).await;
-    let service = service(dir.path()).await;
-    let faulty = FaultyService::start(&service, Fault::Slow(Duration::from_millis(1500))).await;
-    let server = serve_process(
-        dir.path(),
-        &db,
-        &faulty.url,
-        &["--subscriptions-timeout", "10"],
-    )
-    .await;
-    let probe = app_on(&db, &service, &[]).await;
-    let (_, request) = confirmed(&probe, "crash-repeat", "WS-SUB-3304", "stop_renewal").await;
-    let url = server.url.clone();
-    let call = tokio::spawn({
-        let request = request.clone();
-        async move {
-            reqwest::Client::new()
-                .post(format!("{url}/webhook"))
-                .json(&request)
-                .send()
-                .await
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while faulty.commands_forwarded() == 0 {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let mut server = server;
-    let _ = Command::new("kill")
-        .args(["-9", &server.child.id().to_string()])
-        .status();
-    let _ = server.child.wait();
-    assert!(
-        call.await.unwrap().is_err(),
-        "the call died with the server"
-    );
-    let store = Store::connect(&db).await.unwrap();
-    let left = store
-        .latest_for_sender("crash-repeat")
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(left.state, OpState::Sent, "sent, never recorded");
-    tokio::time::sleep(Duration::from_millis(1600)).await;
-    assert_eq!(revision(&service, "WS-SUB-3304").await, 5);
+    let Crashed {
+        _dir,
+        db,
+        service,
+        faulty,
+        request,
+        store,
+        left,
+    } = crash_while_sending(backend, "crash-repeat").await;
     // Another replica, whose reconciler finds the operation too young at its first round
     // (untouched for less than twice the timeout and a second) and comes back in 30 s: the
     // repeat, after waiting out the command's time, resolves it.
