@@ -171,26 +171,11 @@ impl Guard {
         confirmation: Confirmation,
         inputs: &ApplyInputs,
     ) -> Result<Outcome, StoreError> {
-        // R1 (an operation or a held change under the key) and R2, right after step 10, in
-        // one query (the claim below enforces R2 atomically; asking here answers before the
-        // service is read).
+        // R1 and R2, right after step 10 (the claim below enforces R2 atomically; asking
+        // first answers before the service is read).
         let key = &confirmation.request_key;
-        let repeats = self
-            .store
-            .repeats(key, &confirmation.tag.subscription)
-            .instrument(step!("guard.repeats"))
-            .await?;
-        if let Some(op) = repeats.mine {
-            return self.replay(op).await;
-        }
-        // R1 for a held change: its state, or its decision's outcome.
-        if repeats.held {
-            if let Some(held) = self.store.approval(key).await? {
-                return self.approval_outcome(&held).await;
-            }
-        }
-        if repeats.open.is_some() {
-            return Ok(pending());
+        if let Some(answer) = self.by_repeats(&confirmation, true).await? {
+            return Ok(answer);
         }
         // 11, 12, 13. The facts as they are now, compared; fail closed.
         let facts = step!("guard.facts");
@@ -348,21 +333,8 @@ impl Guard {
     /// away, not the account's, the terms moved, the budget spent), or `selected` with the
     /// current terms when none of them would refuse: the yes has not been acted on.
     pub async fn standing(&self, confirmation: &Confirmation) -> Result<Outcome, StoreError> {
-        let key = &confirmation.request_key;
-        let repeats = self
-            .store
-            .repeats(key, &confirmation.tag.subscription)
-            .await?;
-        if let Some(op) = repeats.mine {
-            return self.reconcile(&op).await;
-        }
-        if repeats.held {
-            if let Some(held) = self.store.approval(key).await? {
-                return self.approval_outcome(&held).await;
-            }
-        }
-        if repeats.open.is_some() {
-            return Ok(pending());
+        if let Some(answer) = self.by_repeats(confirmation, false).await? {
+            return Ok(answer);
         }
         let current = match self.read_and_compare(confirmation).await {
             Ok((current, _)) => current,
@@ -378,6 +350,37 @@ impl Guard {
             current: Some(current),
             why: None,
         })
+    }
+
+    /// R1 and R2, in one query: the answer when the request key has an operation (its
+    /// outcome; one in flight waited for briefly when `wait`, as a repeat of apply does,
+    /// only resolved otherwise) or a held change (its state, or its decision's outcome), or
+    /// when another operation of the subscription is unresolved (`pending_verification`);
+    /// `None` when steps 11 onward decide.
+    async fn by_repeats(
+        &self,
+        confirmation: &Confirmation,
+        wait: bool,
+    ) -> Result<Option<Outcome>, StoreError> {
+        let key = &confirmation.request_key;
+        let repeats = self
+            .store
+            .repeats(key, &confirmation.tag.subscription)
+            .instrument(step!("guard.repeats"))
+            .await?;
+        if let Some(op) = repeats.mine {
+            return Ok(Some(if wait {
+                self.replay(op).await?
+            } else {
+                self.reconcile(&op).await?
+            }));
+        }
+        if repeats.held {
+            if let Some(held) = self.store.approval(key).await? {
+                return self.approval_outcome(&held).await.map(Some);
+            }
+        }
+        Ok(repeats.open.is_some().then(pending))
     }
 
     /// Step 14 looked at, not spent: whether the account's budget has a token left.

@@ -16,6 +16,11 @@ const WINE: &str = "WS-SUB-7001";
 
 /// A guard on the app's store and service, as `actiongate approvals` builds one.
 async fn operator_guard(app: &TestApp) -> Guard {
+    operator_guard_at(app, &app.service_url).await
+}
+
+/// The same, its service at `service_url`.
+async fn operator_guard_at(app: &TestApp, service_url: &str) -> Guard {
     let db = format!(
         "sqlite:{}",
         app.dir.path().join("data/actiongate.db").display()
@@ -23,12 +28,7 @@ async fn operator_guard(app: &TestApp) -> Guard {
     let dir = tempfile::tempdir().unwrap();
     let settings = test_settings(
         dir.path(),
-        &[
-            "--database-url",
-            &db,
-            "--subscriptions-url",
-            &app.service_url,
-        ],
+        &["--database-url", &db, "--subscriptions-url", service_url],
     );
     actiongate::app::guard_for(&settings).await.unwrap()
 }
@@ -796,19 +796,10 @@ async fn an_approval_the_service_cannot_answer_leaves_the_change_held() {
         .request_key
         .clone();
     // An operator's process whose service is unreachable.
-    let db = format!(
-        "sqlite:{}",
-        app.dir.path().join("data/actiongate.db").display()
-    );
-    let dir = tempfile::tempdir().unwrap();
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let away = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let settings = test_settings(
-        dir.path(),
-        &["--database-url", &db, "--subscriptions-url", &away],
-    );
-    let unreachable = actiongate::app::guard_for(&settings).await.unwrap();
+    let unreachable = operator_guard_at(&app, &away).await;
     let decision = unreachable
         .approve(&key, "ana", None)
         .await
