@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::events::RawEvent;
-use super::scan::Scan;
+use super::scan::{RawJson, Scan};
 
 /// The fields of `user`, `bot`, `action`, `slot` and `tool_executed` events an action
 /// commonly reads.
@@ -47,7 +47,7 @@ impl<'a> RawEvent<'a> {
     /// The event's [`Fields`], read in one lenient pass over its raw JSON: walked as Rasa
     /// writes events ([`walk`]), and by serde where the walk leaves the judgement to it.
     pub fn fields(&self) -> Result<Fields<'a>, serde_json::Error> {
-        match walk(self.raw().get()) {
+        match walk(self.raw()) {
             Some(fields) => Ok(fields),
             None => self.fields_by_serde(),
         }
@@ -97,8 +97,8 @@ const KEYS: [&str; 10] = [
 /// serde refuses, a number serde may not read, a value nested deep enough to meet serde's
 /// limit. So where it answers, its answer is serde's (tested against it:
 /// `the_walk_agrees_with_serde`).
-fn walk(text: &str) -> Option<Fields<'_>> {
-    let mut scan = Scan::new(text);
+fn walk(raw: RawJson<'_>) -> Option<Fields<'_>> {
+    let mut scan = Scan::checked(raw);
     let mut fields = Fields::default();
     let mut seen = [false; KEYS.len()];
     let (mut metadata_external, mut parse_external) = (false, false);
@@ -589,7 +589,7 @@ mod tests {
     fn agrees(json: &str) -> bool {
         let raw: RawJson = serde_json::from_str(json).unwrap();
         // An event without a kind or time it can read is refused before its fields are.
-        let (Ok(event), Some(walked)) = (RawEvent::from_raw(raw), walk(json)) else {
+        let (Ok(event), Some(walked)) = (RawEvent::from_raw(raw), walk(raw)) else {
             return false;
         };
         let by_serde = event.fields_by_serde();

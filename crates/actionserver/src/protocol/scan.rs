@@ -47,11 +47,29 @@ impl Serialize for RawJson<'_> {
 pub(crate) struct Scan<'a> {
     text: &'a str,
     at: usize,
+    /// The text is one value already checked (a [`RawJson`]): a value is stepped over by
+    /// its quotes and brackets alone.
+    checked: bool,
 }
 
 impl<'a> Scan<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        Self { text, at: 0 }
+        Self {
+            text,
+            at: 0,
+            checked: false,
+        }
+    }
+
+    /// A walk over a value already checked to be JSON, as every [`RawJson`] is: the walk
+    /// still refuses what it reads (a key's escapes, a missing colon), but steps over the
+    /// values between without checking them again.
+    pub(crate) fn checked(raw: RawJson<'a>) -> Self {
+        Self {
+            text: raw.0,
+            at: 0,
+            checked: true,
+        }
     }
 
     fn bytes(&self) -> &'a [u8] {
@@ -92,7 +110,11 @@ impl<'a> Scan<'a> {
     pub(crate) fn value(&mut self) -> Option<RawJson<'a>> {
         self.skip_whitespace();
         let start = self.at;
-        self.at = skip_value(self.bytes(), start)?;
+        self.at = if self.checked {
+            end_of_checked_value(self.bytes(), start)?
+        } else {
+            skip_value(self.bytes(), start)?
+        };
         Some(RawJson(&self.text[start..self.at]))
     }
 
@@ -115,9 +137,15 @@ impl<'a> Scan<'a> {
             if self.peek() != Some(b'"') {
                 return None;
             }
-            self.at = skip_string(self.bytes(), self.at)?;
-            let key = &self.text[start..self.at - 1];
-            if key.contains('\\') || !self.eat(":") {
+            // A key ends at its first quote; an escape (or a control character) before it
+            // ends the walk.
+            let end = to_quote_escape_or_control(self.bytes(), start);
+            if self.bytes().get(end) != Some(&b'"') {
+                return None;
+            }
+            self.at = end + 1;
+            let key = &self.text[start..end];
+            if !self.eat(":") {
                 return None;
             }
             entry(self, key)?;
@@ -346,6 +374,55 @@ fn skip_value(b: &[u8], mut at: usize) -> Option<usize> {
     }
 }
 
+/// The end of the value that starts at `at` in text already checked to be JSON (so every
+/// string closes, every bracket is matched): strings are stepped over to their closing
+/// quote and brackets counted, nothing else is looked at. `None` only for text that was
+/// not checked after all.
+fn end_of_checked_value(b: &[u8], mut at: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    loop {
+        match *b.get(at)? {
+            b'"' => {
+                at += 1;
+                loop {
+                    at = to_quote_escape_or_control(b, at);
+                    match *b.get(at)? {
+                        b'"' => break,
+                        b'\\' => at += 2,
+                        _ => return None,
+                    }
+                }
+                at += 1;
+                if depth == 0 {
+                    return Some(at);
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                at += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                at += 1;
+                if depth == 0 {
+                    return Some(at);
+                }
+            }
+            // A number or a literal on its own: to the byte that ends it.
+            _ if depth == 0 => {
+                while !matches!(
+                    b.get(at),
+                    None | Some(b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
+                ) {
+                    at += 1;
+                }
+                return Some(at);
+            }
+            _ => at += 1,
+        }
+    }
+}
+
 /// A key at `at` and the colon after it: where its value starts.
 #[inline(always)]
 fn key(b: &[u8], at: usize) -> Option<usize> {
@@ -485,6 +562,52 @@ mod tests {
         for level in [0, 1, 62, 63, 64, 65, 127, 128, 500, 999] {
             let text = nested(Some(level));
             assert!(!walk_accepts(&text) && !serde_accepts(&text), "{level}");
+        }
+    }
+
+    /// On text already checked, stepping over a value by its quotes and brackets ends
+    /// where checking it does: every value the checking walk accepts here, alone and as
+    /// the values of an object walked from a [`RawJson`].
+    #[test]
+    fn a_checked_value_ends_where_checking_it_ends() {
+        let mut values: Vec<String> = [
+            "0",
+            "-0.5e+3",
+            "true",
+            "false",
+            "null",
+            r#""""#,
+            r#""a\"b\\""#,
+            r#""\u00e9 é""#,
+            "[]",
+            "{}",
+            "[1, [2, {\"a\": [\"]\", \"}\"]}], 3]",
+            r#"{"k": {"l": [true, null, "x\\"], "m": -1}}"#,
+            " [ 1 , [ ] ] ",
+        ]
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+        values.push(TRACKER.to_owned());
+        values.push("[".repeat(200) + &"]".repeat(200));
+        for value in &values {
+            assert!(walk_accepts(value), "{value}");
+            let raw: RawJson = serde_json::from_str(value).unwrap();
+            let mut checking = Scan::new(raw.get());
+            let mut checked = Scan::checked(raw);
+            assert_eq!(checked.value(), checking.value(), "{value}");
+            assert!(checked.at_end(), "{value}");
+            // The same values inside an object, each read back by key.
+            let object = format!(r#"{{"a": {value}, "b\u0062": 1, "c": {value}}}"#);
+            let raw: RawJson = serde_json::from_str(&object).unwrap();
+            let mut read = Vec::new();
+            let escaped_key = Scan::checked(raw).object(|scan, key| {
+                read.push((key, scan.value()?.get()));
+                Some(())
+            });
+            // A key with an escape ends the walk, checked or not.
+            assert_eq!(escaped_key, None);
+            assert_eq!(read, [("a", value.trim())]);
         }
     }
 
