@@ -902,25 +902,16 @@ async fn a_crash_between_sending_and_recording_is_resolved_by_a_repeat(backend: 
     // repeat, after waiting out the command's time, resolves it.
     faulty.set(Fault::Pass);
     let replica = app_on(&db, &faulty.url, &["--subscriptions-timeout", "2"]).await;
+    let key = &left.request_key;
     assert_eq!(
-        store
-            .operation(&left.request_key)
-            .await
-            .unwrap()
-            .unwrap()
-            .state,
+        store.operation(key).await.unwrap().unwrap().state,
         OpState::Sent,
         "nothing else resolved it"
     );
     let again = outcome_of(&post(&replica.url, &request).await);
     assert_eq!(again["status"], "applied", "{again}");
     assert_eq!(
-        store
-            .operation(&left.request_key)
-            .await
-            .unwrap()
-            .unwrap()
-            .state,
+        store.operation(key).await.unwrap().unwrap().state,
         OpState::Applied
     );
     assert_eq!(faulty.commands_forwarded(), 1, "no change doubled");
