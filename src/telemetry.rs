@@ -111,6 +111,21 @@ pub fn install_crypto() {
     });
 }
 
+/// For a test that watches spans through a subscriber of its own (`set_default`): a bare
+/// registry becomes every other thread's subscriber, once in the process. tracing keeps one
+/// interest per callsite for the whole process, decided when a thread first reaches it, and
+/// with one subscriber registered or none it asks that thread's own: a test thread with
+/// none (`NoSubscriber`) would leave the span disabled everywhere, the watching test's
+/// thread too. Call it before `set_default`.
+#[cfg(test)]
+pub(crate) fn spans_enabled_on_every_thread() {
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing_subscriber::registry().try_init();
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::colour;

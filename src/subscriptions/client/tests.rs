@@ -35,6 +35,7 @@ async fn a_traced_call_carries_its_trace_to_the_service() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let client = ServiceClient::new(&url, Duration::from_secs(5), None).unwrap();
     let (layer, _traces) = actionserver::trace_layer("test", &[]).unwrap();
+    crate::telemetry::spans_enabled_on_every_thread();
     let _traced = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
     let span = tracing::info_span!(target: crate::telemetry::SPAN_TARGET, "a call");
     let traceparent = span.in_scope(actionserver::current_traceparent).unwrap();

@@ -397,6 +397,7 @@ impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'
 #[tokio::test]
 async fn each_call_to_stripe_has_its_span_with_the_status_answered() {
     use tracing_subscriber::layer::SubscriberExt as _;
+    crate::telemetry::spans_enabled_on_every_thread();
     let spans = Spans::default();
     let _default =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
