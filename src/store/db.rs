@@ -1,6 +1,7 @@
 //! The way every statement reaches the database: SQLite through one connection used on the
 //! caller's own thread, PostgreSQL through sqlx's pool; the values bound and the rows read
-//! back, the same on both. SQLite's checkpoints run on a thread of their own
+//! back, the same on both. On SQLite the writes ready together are committed together
+//! ([`Group`]), and its checkpoints run on a thread of their own
 //! ([`subscription_service::checkpoints`]).
 //!
 //! Why SQLite is not reached through sqlx: sqlx runs each SQLite connection on a worker
@@ -180,7 +181,7 @@ impl Row {
 
 /// The database.
 pub(super) enum Db {
-    Sqlite(Mutex<Option<rusqlite::Connection>>, Checkpoints),
+    Sqlite(Mutex<Option<rusqlite::Connection>>, Checkpoints, Group),
     Postgres(AnyPool),
 }
 
@@ -220,7 +221,11 @@ impl Db {
         } else {
             Checkpoints::none()
         };
-        Ok(Self::Sqlite(Mutex::new(Some(conn)), checkpoints))
+        Ok(Self::Sqlite(
+            Mutex::new(Some(conn)),
+            checkpoints,
+            Group::default(),
+        ))
     }
 
     pub(super) fn is_postgres(&self) -> bool {
@@ -230,7 +235,7 @@ impl Db {
     /// Every later statement fails.
     pub(super) async fn close(&self) {
         match self {
-            Self::Sqlite(conn, checkpoints) => {
+            Self::Sqlite(conn, checkpoints, _) => {
                 checkpoints.stop();
                 drop(lock(conn).take());
             }
@@ -269,28 +274,13 @@ impl Db {
     ) -> Result<Option<usize>, StoreError> {
         let unchanged = |i: usize, changed: u64| (stop_when_unchanged && changed == 0).then_some(i);
         match self {
-            Self::Sqlite(conn, checkpoints) => with(conn, checkpoints, |c| {
-                // IMMEDIATE: the write lock is taken at the start, so waiting for another
-                // process is the busy timeout's, never a deadlock found halfway.
-                run_cached(c, "BEGIN IMMEDIATE")?;
-                let run = || {
-                    for (i, q) in statements.iter().enumerate() {
-                        let mut stmt = c.prepare_cached(&q.sql)?;
-                        bind(&mut stmt, &q.args)?;
-                        if let Some(stop) = unchanged(i, stmt.raw_execute()? as u64) {
-                            return Ok(Some(stop));
-                        }
-                    }
-                    run_cached(c, "COMMIT").map(|()| None)
-                };
-                let ran = run();
-                // Anything but a commit (a statement that changed nothing, failed, or a
-                // commit that failed) leaves all of it undone.
-                if !matches!(ran, Ok(None)) && !c.is_autocommit() {
-                    run_cached(c, "ROLLBACK")?;
-                }
-                ran
-            }),
+            Self::Sqlite(conn, checkpoints, group) => {
+                let statements = statements.into_iter().map(Query::owned).collect();
+                Ok(group
+                    .write(conn, checkpoints, statements, stop_when_unchanged)
+                    .await?
+                    .stopped)
+            }
             Self::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
                 for (i, q) in statements.iter().enumerate() {
@@ -340,6 +330,188 @@ fn with<T>(
     Ok(done?)
 }
 
+/// Writes on SQLite committed together: the first write to arrive leads; it lets the
+/// writes ready at that moment join (one turn of its runtime), then commits all of them
+/// in one transaction, each in a savepoint of its own, and answers each when the commit is
+/// done. A write that changes nothing or fails is undone alone; a commit that fails
+/// undoes all of them and each is told. So every write is committed before its caller
+/// goes on, as alone, and a burst of them costs one commit: one set of the log's pages
+/// (the table's last page, an index page two of them touch) and of SQLite's locks.
+/// What cannot run inside a transaction (`VACUUM`, `PRAGMA foreign_keys`) is not a write
+/// for a group: the store has none.
+#[derive(Default)]
+pub(super) struct Group(Mutex<Vec<Member>>);
+
+/// One write waiting in a group: its statements, and where its answer goes.
+struct Member {
+    statements: Vec<(String, Vec<Value>)>,
+    stop_when_unchanged: bool,
+    done: tokio::sync::oneshot::Sender<Result<Ran, StoreError>>,
+}
+
+/// How a write ended: the statement that changed no row, if one stopped it (everything
+/// of it undone), and the rows its last statement changed.
+#[derive(Debug, Clone, Copy)]
+struct Ran {
+    stopped: Option<usize>,
+    changed: u64,
+}
+
+impl Group {
+    async fn write(
+        &self,
+        conn: &Mutex<Option<rusqlite::Connection>>,
+        checkpoints: &Checkpoints,
+        statements: Vec<(String, Vec<Value>)>,
+        stop_when_unchanged: bool,
+    ) -> Result<Ran, StoreError> {
+        let (done, ran) = tokio::sync::oneshot::channel();
+        let leads = {
+            let mut waiting = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            waiting.push(Member {
+                statements,
+                stop_when_unchanged,
+                done,
+            });
+            waiting.len() == 1
+        };
+        if leads {
+            // The group is committed when this is dropped: after the turn, or at once if
+            // the leader's caller is gone meanwhile, so no write is left waiting.
+            let commit = Commit {
+                group: self,
+                conn,
+                checkpoints,
+            };
+            tokio::task::yield_now().await;
+            drop(commit);
+        }
+        ran.await.unwrap_or(Err(StoreError::Closed))
+    }
+}
+
+/// Commits a group when dropped.
+struct Commit<'a> {
+    group: &'a Group,
+    conn: &'a Mutex<Option<rusqlite::Connection>>,
+    checkpoints: &'a Checkpoints,
+}
+
+impl Drop for Commit<'_> {
+    fn drop(&mut self) {
+        let members = std::mem::take(&mut *self.group.0.lock().unwrap_or_else(|e| e.into_inner()));
+        let answers = {
+            let guard = lock(self.conn);
+            match guard.as_ref() {
+                Some(c) => commit_group(c, &members),
+                None => members.iter().map(|_| Err(StoreError::Closed)).collect(),
+            }
+        };
+        self.checkpoints.written();
+        for (member, answer) in members.into_iter().zip(answers) {
+            // A caller gone meanwhile is not told.
+            let _ = member.done.send(answer);
+        }
+    }
+}
+
+/// The answers of a group's writes, in order, once the group is committed or undone.
+fn commit_group(c: &rusqlite::Connection, members: &[Member]) -> Vec<Result<Ran, StoreError>> {
+    if let [alone] = members {
+        return vec![write_alone(c, alone).map_err(StoreError::from)];
+    }
+    // IMMEDIATE: the write lock is taken at the start, so waiting for another process is
+    // the busy timeout's, never a deadlock found halfway.
+    if let Err(e) = run_cached(c, "BEGIN IMMEDIATE") {
+        return members.iter().map(|_| Err(copy(&e).into())).collect();
+    }
+    let mut ran = Vec::with_capacity(members.len());
+    for member in members {
+        let mine = run_cached(c, "SAVEPOINT member").and_then(|()| {
+            let done = run_statements(c, member);
+            if !matches!(done, Ok(Ran { stopped: None, .. })) {
+                run_cached(c, "ROLLBACK TO member")?;
+            }
+            run_cached(c, "RELEASE member")?;
+            done
+        });
+        if let (Err(e), true) = (&mine, c.is_autocommit()) {
+            // SQLite ended the whole transaction on this failure (a full disk, an I/O
+            // error): the writes before it are undone too, and none after it may run
+            // (a savepoint outside a transaction would begin one of its own).
+            return members.iter().map(|_| Err(copy(e).into())).collect();
+        }
+        ran.push(mine);
+    }
+    match run_cached(c, "COMMIT") {
+        Ok(()) => ran
+            .into_iter()
+            .map(|r| r.map_err(StoreError::from))
+            .collect(),
+        Err(e) => {
+            if !c.is_autocommit() {
+                let _ = run_cached(c, "ROLLBACK");
+            }
+            members.iter().map(|_| Err(copy(&e).into())).collect()
+        }
+    }
+}
+
+/// A write with no other in its group, as it ran before groups: one statement on its own
+/// (SQLite's own transaction), or several in one transaction.
+fn write_alone(c: &rusqlite::Connection, member: &Member) -> rusqlite::Result<Ran> {
+    if let [_] = member.statements.as_slice() {
+        if !member.stop_when_unchanged {
+            return run_statements(c, member);
+        }
+    }
+    run_cached(c, "BEGIN IMMEDIATE")?;
+    let ran = run_statements(c, member).and_then(|ran| match ran.stopped {
+        None => run_cached(c, "COMMIT").map(|()| ran),
+        Some(_) => Ok(ran),
+    });
+    // Anything but a commit (a statement that changed nothing, failed, or a commit that
+    // failed) leaves all of it undone.
+    if !matches!(ran, Ok(Ran { stopped: None, .. })) && !c.is_autocommit() {
+        run_cached(c, "ROLLBACK")?;
+    }
+    ran
+}
+
+/// A write's statements in order, each only while the ones before changed a row when
+/// it stops at one that changes none.
+fn run_statements(c: &rusqlite::Connection, member: &Member) -> rusqlite::Result<Ran> {
+    let mut changed = 0;
+    for (i, (sql, args)) in member.statements.iter().enumerate() {
+        let mut stmt = c.prepare_cached(sql)?;
+        bind(&mut stmt, args)?;
+        changed = stmt.raw_execute()? as u64;
+        if member.stop_when_unchanged && changed == 0 {
+            return Ok(Ran {
+                stopped: Some(i),
+                changed,
+            });
+        }
+    }
+    Ok(Ran {
+        stopped: None,
+        changed,
+    })
+}
+
+/// The same failure again, for each write of a group it ended.
+fn copy(e: &rusqlite::Error) -> rusqlite::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(code, message) => {
+            rusqlite::Error::SqliteFailure(*code, message.clone())
+        }
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
+
 /// A statement and its values. Its placeholders are `$1`, `$2`, ... (the same one may
 /// appear twice), or `?` on SQLite, bound in order.
 pub(super) struct Query<'a> {
@@ -349,6 +521,11 @@ pub(super) struct Query<'a> {
 }
 
 impl Query<'_> {
+    /// Its text and values, owned: what a write waiting for its group keeps.
+    fn owned(self) -> (String, Vec<Value>) {
+        (self.sql.into_owned(), self.args)
+    }
+
     pub(super) fn bind(mut self, value: impl IntoValue) -> Self {
         self.args.push(value.into_value());
         self
@@ -357,11 +534,10 @@ impl Query<'_> {
     /// Runs it; how many rows it changed.
     pub(super) async fn execute(self) -> Result<u64, StoreError> {
         match self.db {
-            Db::Sqlite(conn, checkpoints) => with(conn, checkpoints, |c| {
-                let mut stmt = c.prepare_cached(&self.sql)?;
-                bind(&mut stmt, &self.args)?;
-                Ok(stmt.raw_execute()? as u64)
-            }),
+            Db::Sqlite(conn, checkpoints, group) => Ok(group
+                .write(conn, checkpoints, vec![self.owned()], false)
+                .await?
+                .changed),
             Db::Postgres(pool) => Ok(pg_query(&self.sql, &self.args)
                 .execute(pool)
                 .await?
@@ -373,7 +549,7 @@ impl Query<'_> {
     pub(super) async fn fetch_all(self) -> Result<Vec<Row>, StoreError> {
         match self.db {
             // A read may be a write too (`RETURNING`).
-            Db::Sqlite(conn, checkpoints) => with(conn, checkpoints, |c| {
+            Db::Sqlite(conn, checkpoints, _) => with(conn, checkpoints, |c| {
                 let mut stmt = c.prepare_cached(&self.sql)?;
                 bind(&mut stmt, &self.args)?;
                 let columns = stmt.column_count();
@@ -704,5 +880,142 @@ mod tests {
             .scalar::<i64>()
             .await
             .is_err());
+    }
+
+    /// Polls a write once, with a waker that does nothing: pending while it waits for its
+    /// group's commit.
+    fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+        f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
+
+    async fn keys(db: &Db) -> Vec<String> {
+        db.query("SELECT k FROM t ORDER BY k")
+            .scalars::<String>()
+            .await
+            .unwrap()
+    }
+
+    async fn table_t(db: &Db) {
+        db.query("CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+            .execute()
+            .await
+            .unwrap();
+        db.query("INSERT INTO t VALUES ('taken', 0)")
+            .execute()
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn writes_ready_together_wait_for_one_commit_and_each_is_undone_alone() {
+        let (_dir, db) = sqlite();
+        table_t(&db).await;
+        let insert = |k: &str| db.query("INSERT INTO t VALUES ($1, 1)").bind(k);
+        let mut a = std::pin::pin!(insert("a").execute());
+        // Stopped by its second statement: its first is undone with it.
+        let mut b = std::pin::pin!(db.execute_while_changing(vec![
+            insert("b"),
+            db.query("INSERT INTO t VALUES ('taken', 9) ON CONFLICT DO NOTHING"),
+        ]));
+        // Failed by its second statement (the key is taken): its first is undone with it.
+        let mut c = std::pin::pin!(db.execute_all(vec![insert("c"), insert("taken")]));
+        let mut d = std::pin::pin!(insert("d").execute());
+        // The first leads and lets the others join; none is answered before the commit.
+        assert!(poll_once(a.as_mut()).is_pending());
+        assert!(poll_once(b.as_mut()).is_pending());
+        assert!(poll_once(c.as_mut()).is_pending());
+        assert!(poll_once(d.as_mut()).is_pending());
+        assert_eq!(a.await.unwrap(), 1);
+        assert_eq!(b.await.unwrap(), Some(1));
+        assert!(c.await.is_err());
+        assert_eq!(d.await.unwrap(), 1);
+        assert_eq!(keys(&db).await, ["a", "d", "taken"]);
+    }
+
+    #[tokio::test]
+    async fn a_group_whose_commit_fails_tells_every_write_and_keeps_none() {
+        let (_dir, db) = sqlite();
+        db.query("PRAGMA foreign_keys = ON")
+            .execute()
+            .await
+            .unwrap();
+        db.query("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+            .execute()
+            .await
+            .unwrap();
+        db.query(
+            "CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)",
+        )
+        .execute()
+        .await
+        .unwrap();
+        // The child's missing parent is found at the commit, which the parent's row shares.
+        let mut orphan = std::pin::pin!(db.query("INSERT INTO child VALUES (42)").execute());
+        let mut parent = std::pin::pin!(db.query("INSERT INTO parent VALUES (1)").execute());
+        assert!(poll_once(orphan.as_mut()).is_pending());
+        assert!(poll_once(parent.as_mut()).is_pending());
+        assert!(orphan.await.is_err());
+        assert!(parent.await.is_err(), "its commit failed");
+        for table in ["parent", "child"] {
+            let rows = db
+                .query(format!("SELECT count(*) FROM {table}"))
+                .scalar::<i64>()
+                .await
+                .unwrap();
+            assert_eq!(rows, 0, "{table}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_is_answered_as_it_was_committed_when_sqlite_ends_the_group_halfway() {
+        let (_dir, db) = sqlite();
+        table_t(&db).await;
+        let pages = db.query("PRAGMA page_count").scalar::<i64>().await.unwrap();
+        db.query(format!("PRAGMA max_page_count = {}", pages + 2))
+            .fetch_all()
+            .await
+            .unwrap();
+        let insert = |k: &str, bytes: usize| {
+            db.query("INSERT INTO t VALUES ($1, $2)")
+                .bind(k)
+                .bind("x".repeat(bytes))
+        };
+        let mut before = std::pin::pin!(insert("before", 1).execute());
+        // Past the file's last page: SQLITE_FULL.
+        let mut full = std::pin::pin!(insert("full", 1 << 20).execute());
+        let mut after = std::pin::pin!(insert("after", 1).execute());
+        assert!(poll_once(before.as_mut()).is_pending());
+        assert!(poll_once(full.as_mut()).is_pending());
+        assert!(poll_once(after.as_mut()).is_pending());
+        let answers = [
+            ("before", before.await.is_ok()),
+            ("full", full.await.is_ok()),
+            ("after", after.await.is_ok()),
+        ];
+        let kept = keys(&db).await;
+        assert!(!answers[1].1, "the disk was full");
+        for (k, ok) in answers {
+            assert_eq!(
+                ok,
+                kept.iter().any(|kept| kept == k),
+                "{k}: {answers:?}, kept {kept:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_is_committed_though_its_leader_is_gone_while_it_waits() {
+        let (_dir, db) = sqlite();
+        table_t(&db).await;
+        let insert = |k: &str| db.query("INSERT INTO t VALUES ($1, 1)").bind(k);
+        let mut leader = Box::pin(insert("leader").execute());
+        let mut follower = std::pin::pin!(insert("follower").execute());
+        assert!(poll_once(leader.as_mut()).is_pending());
+        assert!(poll_once(follower.as_mut()).is_pending());
+        // Its caller gone (a timeout, a closed connection): the group is committed at
+        // once, as a write whose caller goes away after its commit.
+        drop(leader);
+        assert_eq!(follower.await.unwrap(), 1);
+        assert_eq!(keys(&db).await, ["follower", "leader", "taken"]);
     }
 }
