@@ -748,26 +748,30 @@ mod tests {
         );
     }
 
+    /// A table `parent` and a table `child` whose parent is checked only at the commit (a
+    /// deferred foreign key): a commit that fails.
+    async fn parent_and_child(db: &Db) {
+        run(db, "PRAGMA foreign_keys = ON").await;
+        run(db, "CREATE TABLE parent (k TEXT PRIMARY KEY)").await;
+        run(
+            db,
+            "CREATE TABLE child (k TEXT PRIMARY KEY, \
+             parent TEXT REFERENCES parent (k) DEFERRABLE INITIALLY DEFERRED)",
+        )
+        .await;
+    }
+
+    /// Runs a statement that must succeed.
+    async fn run(db: &Db, sql: &'static str) {
+        db.query(sql).execute().await.unwrap();
+    }
+
     /// A commit that fails (here a deferred foreign key, checked only then) leaves nothing,
     /// and no transaction open: the next one begins and commits as usual.
     #[tokio::test]
     async fn a_transaction_whose_commit_fails_leaves_nothing() {
         let (_dir, db) = sqlite();
-        db.query("PRAGMA foreign_keys = ON")
-            .execute()
-            .await
-            .unwrap();
-        db.query("CREATE TABLE parent (k TEXT PRIMARY KEY)")
-            .execute()
-            .await
-            .unwrap();
-        db.query(
-            "CREATE TABLE child (k TEXT PRIMARY KEY, \
-             parent TEXT REFERENCES parent (k) DEFERRABLE INITIALLY DEFERRED)",
-        )
-        .execute()
-        .await
-        .unwrap();
+        parent_and_child(&db).await;
         let child = |k: &'static str, parent: &'static str| {
             db.query("INSERT INTO child (k, parent) VALUES ($1, $2)")
                 .bind(k)
@@ -895,15 +899,14 @@ mod tests {
             .unwrap()
     }
 
+    /// A table `t` holding the key `taken`.
     async fn table_t(db: &Db) {
-        db.query("CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER NOT NULL)")
-            .execute()
-            .await
-            .unwrap();
-        db.query("INSERT INTO t VALUES ('taken', 0)")
-            .execute()
-            .await
-            .unwrap();
+        run(
+            db,
+            "CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+        )
+        .await;
+        run(db, "INSERT INTO t VALUES ('taken', 0)").await;
     }
 
     #[tokio::test]
@@ -935,23 +938,12 @@ mod tests {
     #[tokio::test]
     async fn a_group_whose_commit_fails_tells_every_write_and_keeps_none() {
         let (_dir, db) = sqlite();
-        db.query("PRAGMA foreign_keys = ON")
-            .execute()
-            .await
-            .unwrap();
-        db.query("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
-            .execute()
-            .await
-            .unwrap();
-        db.query(
-            "CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)",
-        )
-        .execute()
-        .await
-        .unwrap();
+        parent_and_child(&db).await;
         // The child's missing parent is found at the commit, which the parent's row shares.
-        let mut orphan = std::pin::pin!(db.query("INSERT INTO child VALUES (42)").execute());
-        let mut parent = std::pin::pin!(db.query("INSERT INTO parent VALUES (1)").execute());
+        let mut orphan = std::pin::pin!(db
+            .query("INSERT INTO child VALUES ('c', 'nobody')")
+            .execute());
+        let mut parent = std::pin::pin!(db.query("INSERT INTO parent VALUES ('p')").execute());
         assert!(poll_once(orphan.as_mut()).is_pending());
         assert!(poll_once(parent.as_mut()).is_pending());
         assert!(orphan.await.is_err());
