@@ -272,7 +272,6 @@ impl Db {
         statements: Vec<Query<'_>>,
         stop_when_unchanged: bool,
     ) -> Result<Option<usize>, StoreError> {
-        let unchanged = |i: usize, changed: u64| (stop_when_unchanged && changed == 0).then_some(i);
         match self {
             Self::Sqlite(conn, checkpoints, group) => {
                 let statements = statements.into_iter().map(Query::owned).collect();
@@ -282,6 +281,8 @@ impl Db {
                     .stopped)
             }
             Self::Postgres(pool) => {
+                let unchanged =
+                    |i: usize, changed: u64| (stop_when_unchanged && changed == 0).then_some(i);
                 let mut tx = pool.begin().await?;
                 for (i, q) in statements.iter().enumerate() {
                     let changed = pg_query(&q.sql, &q.args)
@@ -400,14 +401,11 @@ struct Commit<'a> {
 impl Drop for Commit<'_> {
     fn drop(&mut self) {
         let members = std::mem::take(&mut *self.group.0.lock().unwrap_or_else(|e| e.into_inner()));
-        let answers = {
-            let guard = lock(self.conn);
-            match guard.as_ref() {
-                Some(c) => commit_group(c, &members),
-                None => members.iter().map(|_| Err(StoreError::Closed)).collect(),
-            }
-        };
-        self.checkpoints.written();
+        // The only failure `with` can meet here is a closed store.
+        let answers = with(self.conn, self.checkpoints, |c| {
+            Ok(commit_group(c, &members))
+        })
+        .unwrap_or_else(|_| members.iter().map(|_| Err(StoreError::Closed)).collect());
         for (member, answer) in members.into_iter().zip(answers) {
             // A caller gone meanwhile is not told.
             let _ = member.done.send(answer);
